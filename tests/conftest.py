@@ -1,0 +1,14 @@
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# The GPT-2 tokenizer offline: tiktoken reads its BPE files from this cache (see ../shared/README.md).
+_shared_tiktoken = ROOT.parent / "shared" / "tiktoken"
+if "TIKTOKEN_CACHE_DIR" not in os.environ and _shared_tiktoken.is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared_tiktoken)
+# no test may touch the network: make HF libraries fail fast instead of hanging
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
