@@ -1,0 +1,287 @@
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import train_gpt2
+from train_gpt2 import GPT, GPTConfig, DataLoaderLite, get_lr, sample
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--vocab-size", "50304", "--val-every", "0",
+        "--hellaswag-every", "0", "--sample-every", "0", "--warmup-steps", "2", "--max-lr", "1e-3"]
+
+
+def run(args, **kwargs):
+    return subprocess.run([sys.executable, "train_gpt2.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, **kwargs)
+
+
+def train_losses(log_dir):
+    lines = (Path(log_dir) / "log.txt").read_text().split("\n")
+    return {int(s): float(v) for s, kind, v in (line.split() for line in lines if line) if kind == "train"}
+
+
+def final_weights(log_dir):
+    path = sorted(Path(log_dir).glob("model_*.pt"))[-1]
+    return torch.load(path, weights_only=True)["model"]
+
+
+# ---- model
+
+
+def test_from_pretrained_matches_transformers(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.GPT2Config(n_positions=64, n_embd=48, n_layer=3, n_head=4, vocab_size=300)
+    torch.manual_seed(0)
+    hf_model = transformers.GPT2LMHeadModel(hf_config).eval()
+    hf_model.save_pretrained(tmp_path)
+    model = GPT.from_pretrained(str(tmp_path)).eval()
+    idx = torch.randint(0, 300, (2, 40))
+    with torch.no_grad():
+        ours, _ = model(idx)
+        theirs = hf_model(idx).logits
+    assert ours.shape == theirs.shape == (2, 40, 300)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+
+
+def test_gpt2_init_scales_residual_projections():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=8, n_head=4, n_embd=256, vocab_size=1000))
+    assert model.lm_head.weight is model.transformer.wte.weight  # tied
+    c_fc, c_proj = model.transformer.h[0].mlp.c_fc.weight, model.transformer.h[0].mlp.c_proj.weight
+    assert c_fc.std().item() == pytest.approx(0.02, rel=0.05)
+    assert c_proj.std().item() == pytest.approx(0.02 / math.sqrt(2 * 8), rel=0.05)
+
+
+def test_seeded_sampling_is_deterministic():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, n_layer=2, n_head=2, n_embd=32, vocab_size=50257))
+    no_autocast = lambda: torch.autocast("cpu", enabled=False)  # noqa: E731
+    first = sample(model, "Hello, I'm a language model,", 3, 24, "cpu", seed=42, autocast=no_autocast)
+    again = sample(model, "Hello, I'm a language model,", 3, 24, "cpu", seed=42, autocast=no_autocast)
+    other = sample(model, "Hello, I'm a language model,", 3, 24, "cpu", seed=7, autocast=no_autocast)
+    assert first == again
+    assert first != other
+    assert all(text.startswith("Hello, I'm a language model,") for text in first)
+
+
+# ---- optimizer and schedule
+
+
+def test_lr_schedule():
+    kw = dict(max_lr=6e-4, min_lr=6e-5, warmup_steps=10, max_steps=110)
+    assert get_lr(0, **kw) == pytest.approx(6e-5)  # warmup starts at max_lr / warmup_steps
+    assert get_lr(9, **kw) == pytest.approx(6e-4)
+    assert get_lr(10, **kw) == pytest.approx(6e-4)  # the cosine starts at its top
+    assert get_lr(60, **kw) == pytest.approx((6e-4 + 6e-5) / 2)  # halfway down
+    assert get_lr(110, **kw) == pytest.approx(6e-5)
+    assert get_lr(500, **kw) == pytest.approx(6e-5)
+    lrs = [get_lr(s, **kw) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_weight_decay_groups():
+    model = GPT(GPTConfig(block_size=32, n_layer=2, n_head=2, n_embd=16, vocab_size=100))
+    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=6e-4, device_type="cpu")
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() < 2 for p in no_decay["params"])
+    # every parameter exactly once (the tied wte/lm_head counts once)
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+    # 2-D: wte, wpe, and per block c_attn, attn.c_proj, c_fc, mlp.c_proj
+    assert len(decay["params"]) == 2 + 4 * 2
+    assert opt.defaults["betas"] == (0.9, 0.95) and opt.defaults["eps"] == 1e-8
+
+
+# ---- data loader
+
+
+def numbered_shards(lengths):
+    """Shards whose tokens count up 0, 1, 2, ... across shard ends, so a token tells where it came from."""
+    ends = np.cumsum(lengths)
+    return [np.arange(end - n, end, dtype=np.uint16) for n, end in zip(lengths, ends)]
+
+
+def test_loader_every_token_once_across_ranks_and_shards():
+    shards = numbered_shards([1000, 537, 1200])  # shard ends fall mid-batch
+    B, T, world = 2, 16, 3
+    loaders = [DataLoaderLite(shards, B, T, rank, world) for rank in range(world)]
+    seen = []
+    for _ in range(2737 // (B * T * world)):
+        for loader in loaders:
+            x, y = loader.next_batch()
+            assert x.dtype == torch.int64 and x.shape == (B, T)
+            assert torch.equal(x.flatten()[1:], y.flatten()[:-1])  # targets are the inputs shifted by one
+            assert torch.equal(y.flatten() - x.flatten(), torch.ones(B * T, dtype=torch.int64))  # across shard ends
+            seen.extend(x.flatten().tolist())
+    assert sorted(seen) == list(range(len(seen)))  # every token once, none dropped at the shard ends
+
+
+def test_loader_shuffles_documents_and_shards_with_a_seed():
+    rng = np.random.default_rng(0)
+    docs = [np.concatenate(([50256], rng.integers(0, 50000, size=rng.integers(5, 40)))) for _ in range(60)]
+    stream = np.concatenate(docs).astype(np.uint16)
+    shards = [stream[:700], stream[700:]]
+    n = len(stream) // 8 * 8
+    B, T = 1, 8
+
+    def one_epoch(seed):
+        loader = DataLoaderLite(shards, B, T, seed=seed)
+        out = [loader.next_batch()[0].flatten() for _ in range(n // (B * T))]
+        return torch.cat(out).numpy()
+
+    plain, shuffled, again = one_epoch(None), one_epoch(5), one_epoch(5)
+    assert np.array_equal(plain, stream[:n])
+    assert np.array_equal(shuffled, again)  # seeded: the same order on every rank and every run
+    assert not np.array_equal(shuffled, plain)
+    # a permutation of whole documents: the same multiset of tokens and the same number of document starts
+    full = DataLoaderLite(shards, 1, len(stream) - 1, seed=5).next_batch()
+    tokens = torch.cat([full[0][0], full[1][0, -1:]]).numpy()
+    assert sorted(tokens.tolist()) == sorted(stream.tolist())
+    doc_starts = np.flatnonzero(tokens == 50256)
+    pieces = [tuple(p) for p in np.split(tokens, doc_starts) if len(p)]
+    originals = {tuple(d) for d in docs}
+    split_docs = [p for p in pieces if p not in originals]
+    assert len(split_docs) <= 2  # only the document cut by the shard boundary can be in two pieces
+
+
+def test_loader_state_round_trip():
+    shards = numbered_shards([300, 200])
+    a = DataLoaderLite(shards, 2, 8, seed=3)
+    for _ in range(20):
+        a.next_batch()
+    b = DataLoaderLite(shards, 2, 8, seed=3)
+    b.load_state_dict(a.state_dict())
+    for _ in range(30):  # crosses shards and epochs
+        xa, ya = a.next_batch()
+        xb, yb = b.next_batch()
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    assert a.state_dict()["epoch"] >= 1
+
+
+def test_loader_reads_shards_memory_mapped(tmp_path):
+    for split, n in [("val", 500), ("train", 2000), ("train", 1500)]:
+        index = len(list(tmp_path.glob("*.npy")))
+        np.save(tmp_path / f"edufineweb_{split}_{index:06d}.npy", np.arange(n, dtype=np.uint16))
+    shards = train_gpt2.load_split(str(tmp_path), "train")
+    assert [len(s) for s in shards] == [2000, 1500]
+    assert all(isinstance(s, np.memmap) for s in shards)
+    assert len(train_gpt2.load_split(str(tmp_path), "val")[0]) == 500
+
+
+# ---- whole runs
+
+
+def test_cpu_preset_loss_falls(tmp_path):
+    proc = run(["--preset", "cpu", "--max-steps", "40", "--val-every", "40", "--sample-every", "40",
+                "--log-dir", str(tmp_path)])
+    assert proc.returncode == 0, proc.stderr
+    losses = train_losses(tmp_path)
+    assert losses[0] == pytest.approx(math.log(50257), abs=0.3)  # at init every token is about equally likely
+    assert sum(losses[s] for s in range(35, 40)) / 5 < losses[0] - 2.5
+    assert "sample 0: \"Hello, I'm a language model," in proc.stdout
+    assert (tmp_path / "model_00040.pt").exists()
+
+
+def test_ddp_two_ranks_equal_one_process(tmp_path):
+    common = ["--data", "input.txt", *TINY, "-B", "2", "-T", "32", "--total-batch", "128", "--max-steps", "6",
+              "--device", "cpu"]
+    single = run([*common, "--log-dir", str(tmp_path / "single")])
+    assert single.returncode == 0, single.stderr
+    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          "train_gpt2.py", *common, "--log-dir", str(tmp_path / "ddp")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ddp.returncode == 0, ddp.stderr
+    assert "grad accum 2" in single.stdout and "grad accum 1" in ddp.stdout and "x2" in ddp.stdout
+    a, b = train_losses(tmp_path / "single"), train_losses(tmp_path / "ddp")
+    assert a.keys() == b.keys() == set(range(6))
+    for step in a:
+        assert a[step] == pytest.approx(b[step], abs=1e-5)
+    wa, wb = final_weights(tmp_path / "single"), final_weights(tmp_path / "ddp")
+    for key in wa:
+        torch.testing.assert_close(wa[key], wb[key], atol=1e-5, rtol=1e-4)
+
+
+def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
+    common = ["--data", "input.txt", *TINY, "-B", "2", "-T", "32", "--total-batch", "64", "--max-steps", "300",
+              "--device", "cpu", "--val-every", "100"]
+    straight = run([*common, "--log-dir", str(tmp_path / "straight")])
+    assert straight.returncode == 0, straight.stderr
+
+    interrupted = tmp_path / "interrupted"
+    proc = subprocess.Popen([sys.executable, "train_gpt2.py", *common, "--log-dir", str(interrupted)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.startswith("step    10"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "stopped at step" in out
+    (checkpoint,) = interrupted.glob("model_*.pt")
+    stopped_at = int(checkpoint.stem.split("_")[1])
+    assert 10 < stopped_at < 300
+
+    resumed = run([*common, "--log-dir", str(interrupted), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed from step {stopped_at}" in resumed.stdout
+    assert train_losses(interrupted) == train_losses(tmp_path / "straight")  # the same losses to the last digit
+    assert (interrupted / "log.txt").read_text() == (tmp_path / "straight" / "log.txt").read_text()
+    wa, wb = final_weights(interrupted), final_weights(tmp_path / "straight")
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+
+
+# ---- bad input: one line, non-zero exit, nothing written over
+
+
+def assert_fails(proc, message):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert message in proc.stderr
+    return proc
+
+
+def test_missing_data(tmp_path):
+    assert_fails(run(["--data", str(tmp_path / "nowhere"), "--log-dir", str(tmp_path / "log")]), "does not exist")
+    assert_fails(run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "no train shards")
+    assert not (tmp_path / "log").exists()
+
+
+def test_corrupt_and_truncated_shards(tmp_path):
+    np.save(tmp_path / "x_val_000000.npy", np.arange(100, dtype=np.uint16))
+    good = tmp_path / "x_train_000001.npy"
+    np.save(good, np.arange(5000, dtype=np.uint16))
+    truncated = tmp_path / "x_train_000002.npy"
+    truncated.write_bytes(good.read_bytes()[:4000])
+    assert_fails(run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "x_train_000002.npy")
+    truncated.write_bytes(b"not a numpy file at all")
+    assert_fails(run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "not a readable .npy shard")
+    np.save(truncated, np.arange(10, dtype=np.int32))
+    assert_fails(run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "expected a 1-D uint16")
+
+
+def test_impossible_batch_and_bad_flags(tmp_path):
+    proc = assert_fails(run(["--preset", "cpu", "--total-batch", "1000", "--log-dir", str(tmp_path)]),
+                        "not a multiple of B*T*world_size")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert_fails(run(["--preset", "cpu", "--model", "d99"]), "invalid choice")
+    assert_fails(run(["--preset", "cpu", "--max-steps", "many"]), "invalid int value")
+    assert_fails(run(["--preset", "cpu", "--resume", str(tmp_path / "missing.pt"), "--log-dir", str(tmp_path)]),
+                 "no checkpoint at")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_run_is_never_written_over(tmp_path):
+    (tmp_path / "log.txt").write_text("0 train 10.9\n")
+    assert_fails(run(["--preset", "cpu", "--log-dir", str(tmp_path)]), "already holds a run")
+    assert (tmp_path / "log.txt").read_text() == "0 train 10.9\n"
+    (tmp_path / "model_00010.pt").write_bytes(b"torn")
+    assert_fails(run(["--preset", "cpu", "--log-dir", str(tmp_path), "--resume"]), "not a readable checkpoint")
+    assert (tmp_path / "model_00010.pt").read_bytes() == b"torn"
