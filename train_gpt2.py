@@ -431,8 +431,8 @@ PRESETS = {
     # a small model on tiny shakespeare that learns visibly within two minutes on two CPU cores
     "cpu": dict(
         data="input.txt", n_layer=4, n_head=4, n_embd=128, batch_size=16, seq_len=64, total_batch=1024,
-        max_lr=1e-3, warmup_steps=20, max_steps=200, val_every=50, val_steps=10, hellaswag_every=0,
-        sample_every=100, checkpoint_every=0, log_dir="log/cpu",
+        max_lr=1e-3, warmup_steps=20, max_steps=150, val_every=50, val_steps=10, hellaswag_every=0,
+        sample_every=50, checkpoint_every=0, log_dir="log/cpu",
     ),
 }
 
