@@ -553,6 +553,7 @@ def train(args):
             hella_examples = hellaswag.load_examples(args.hellaswag_data or hellaswag.download())
         except (OSError, ValueError) as e:
             raise RunError(f"HellaSwag: {e} (or turn it off with --hellaswag-every 0)") from None
+        hella_seq_len = hellaswag.longest_row(hella_examples)  # one fixed shape: torch.compile compiles it once
 
     # ---- the model
     torch.manual_seed(args.seed)  # every rank starts from the same weights
@@ -621,7 +622,7 @@ def train(args):
         if hella_examples and (step % args.hellaswag_every == 0 or last_step):
             with autocast():
                 counts = hellaswag.evaluate(eval_model, hella_examples, device=device, batch_size=max(1, B // 4),
-                                            rank=rank, world_size=world_size, seq_len=T)
+                                            rank=rank, world_size=world_size, seq_len=hella_seq_len)
             _, correct_norm, total = all_reduce_sum(list(counts), device, ddp)
             if master_process:
                 print(f"HellaSwag accuracy: {int(correct_norm)}/{int(total)}={correct_norm / total:.4f}")

@@ -1,3 +1,4 @@
+import json
 import math
 import os
 import signal
@@ -285,3 +286,22 @@ def test_existing_run_is_never_written_over(tmp_path):
     (tmp_path / "model_00010.pt").write_bytes(b"torn")
     assert_fails(run(["--preset", "cpu", "--log-dir", str(tmp_path), "--resume"]), "not a readable checkpoint")
     assert (tmp_path / "model_00010.pt").read_bytes() == b"torn"
+
+
+def test_compiled_run_with_every_evaluation(tmp_path):
+    """torch.compile ON through training, validation, HellaSwag and sampling (the reference must turn compile off)."""
+    rows = [{"ctx": f"A man walks to the {w}. He", "label": i % 4,
+             "endings": ["opens the door.", "sits down.", "eats a fish quickly.", "looks at the sky."]}
+            for i, w in enumerate(["door", "park", "shop", "river", "house", "car"])]
+    hella = tmp_path / "hellaswag.jsonl"
+    hella.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    log_dir = tmp_path / "log"
+    proc = run(["--data", "input.txt", *TINY, "-B", "4", "-T", "32", "--total-batch", "128", "--max-steps", "2",
+                "--device", "cpu", "--compile", "--val-every", "1", "--val-steps", "2", "--hellaswag-every", "1",
+                "--hellaswag-data", str(hella), "--sample-every", "1", "--log-dir", str(log_dir)])
+    assert proc.returncode == 0, proc.stderr
+    kinds = [line.split()[:2] for line in (log_dir / "log.txt").read_text().splitlines()]
+    assert kinds == [["0", "val"], ["0", "hella"], ["0", "train"], ["1", "val"], ["1", "hella"], ["1", "train"],
+                     ["2", "val"], ["2", "hella"]]
+    assert "HellaSwag accuracy: " in proc.stdout and "/6=" in proc.stdout
+    assert proc.stdout.count("sample 0:") == 2  # at steps 1 and 2
