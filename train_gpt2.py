@@ -244,7 +244,7 @@ class DataLoaderLite:
         self.shards, self.B, self.T = shards, B, T
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.epoch, self.shard, self.offset = 0, 0, 0  # the position: this is all the state there is
-        self._cached = None
+        self._cache = {}  # (epoch, shard) -> Shard: the one being read and the next, for batches straddling both
 
     def state_dict(self):
         return {"epoch": self.epoch, "shard": self.shard, "offset": self.offset}
@@ -255,27 +255,33 @@ class DataLoaderLite:
     def reset(self):
         self.load_state_dict({"epoch": 0, "shard": 0, "offset": 0})
 
+    def _shard_order(self, epoch):
+        if self.seed is None:
+            return range(len(self.shards))
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self.shards))  # same on every rank
+
     def _shard(self, epoch, i):
-        if self._cached is None or self._cached[:2] != (epoch, i):
-            shard_order, rng = range(len(self.shards)), None
-            if self.seed is not None:
-                rng = np.random.default_rng([self.seed, epoch])  # the same permutation on every rank and on resume
-                shard_order = rng.permutation(len(self.shards))
-            self._cached = (epoch, i, Shard(self.shards[shard_order[i]], rng))
-        return self._cached[2]
+        k = self._shard_order(epoch)[i]
+        if (epoch, k) not in self._cache:
+            if len(self._cache) == 2:
+                del self._cache[next(iter(self._cache))]  # the oldest
+            rng = None if self.seed is None else np.random.default_rng([self.seed, epoch, k])
+            self._cache[(epoch, k)] = Shard(self.shards[k], rng)
+        return self._cache[(epoch, k)]
+
+    def _locate(self, epoch, i, offset):
+        """The same stream position with its offset inside its shard, carried over shard and epoch ends."""
+        while offset >= (n := len(self.shards[self._shard_order(epoch)[i]])):
+            offset -= n
+            epoch, i = (epoch, i + 1) if i + 1 < len(self.shards) else (epoch + 1, 0)
+        return epoch, i, offset
 
     def _read(self, epoch, i, offset, n):
-        """n tokens of the stream starting at (epoch, shard i, offset), crossing shard and epoch ends as needed."""
+        """n tokens of the stream from (epoch, shard i, offset) on."""
         parts = []
         while n > 0:
-            shard = self._shard(epoch, i)
-            if offset >= len(shard):
-                offset -= len(shard)
-                i += 1
-                if i == len(self.shards):
-                    epoch, i = epoch + 1, 0
-                continue
-            parts.append(shard.read(offset, n))
+            epoch, i, offset = self._locate(epoch, i, offset)
+            parts.append(self._shard(epoch, i).read(offset, n))
             n -= len(parts[-1])
             offset += len(parts[-1])
         return np.concatenate(parts)
@@ -287,12 +293,7 @@ class DataLoaderLite:
         buf = torch.from_numpy(buf.astype(np.int64))  # only the (B*T + 1,) batch becomes int64, never a shard
         x = buf[:-1].view(B, T)  # inputs
         y = buf[1:].view(B, T)  # targets: the next token at every position
-        self.offset += B * T * self.world_size
-        while self.offset >= len(self._shard(self.epoch, self.shard)):  # normalise the position into a shard
-            self.offset -= len(self._shard(self.epoch, self.shard))
-            self.shard += 1
-            if self.shard == len(self.shards):
-                self.epoch, self.shard = self.epoch + 1, 0
+        self.epoch, self.shard, self.offset = self._locate(self.epoch, self.shard, self.offset + B * T * self.world_size)
         return x, y
 
 
