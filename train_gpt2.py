@@ -350,14 +350,18 @@ def latest_checkpoint(log_dir):
     return paths[-1]
 
 
-def save_checkpoint(path, state):
-    # write aside, then rename: a crash mid-write leaves the previous checkpoints whole, never a torn file
+def write_atomically(path, write, mode="wb"):
+    """write(f) to a file beside path, then rename it over path: a crash leaves the old file or the new, never half."""
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
+    with open(tmp, mode) as f:
+        write(f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def save_checkpoint(path, state):
+    write_atomically(path, lambda f: torch.save(state, f))
 
 
 def load_checkpoint(path):
@@ -375,9 +379,7 @@ def keep_log_before(log_file, step):
         return
     with open(log_file) as f:
         lines = [line for line in f if int(line.split()[0]) < step]
-    with open(log_file + ".tmp", "w") as f:
-        f.writelines(lines)
-    os.replace(log_file + ".tmp", log_file)
+    write_atomically(log_file, lambda f: f.writelines(lines), mode="w")
 
 
 @torch.no_grad()
