@@ -1,0 +1,391 @@
+"""The walkthrough's model layer, on repositories made in temporary folders; git itself is the oracle."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from git import Git
+
+from walkthrough.bookmark import Bookmarks
+from walkthrough.cli import main
+from walkthrough.demo import DEMO_STEPS, write_series
+from walkthrough.diff import parse_diff, side_by_side
+from walkthrough.errors import WalkthroughError
+from walkthrough.gitcmd import ISOLATED, run_git
+from walkthrough.history import load_series
+from walkthrough.series import FINAL_FILES, build, check, export
+
+ROOT = Path(__file__).resolve().parents[1]
+# a fixed identity and date for the repositories the tests make, whatever the machine's git config says
+ENV = {
+    **ISOLATED,
+    **{f"GIT_{who}_NAME": "Test" for who in ("AUTHOR", "COMMITTER")},
+    **{f"GIT_{who}_EMAIL": "test@example.invalid" for who in ("AUTHOR", "COMMITTER")},
+    **{f"GIT_{who}_DATE": "1700000000 +0000" for who in ("AUTHOR", "COMMITTER")},
+}
+BIG_LINES = 10_000
+
+
+def git(path: Path, *args: str) -> str:
+    return run_git(Git(str(path)), *args, env=ENV).decode()
+
+
+def commit(path: Path, message: str, files: dict) -> None:
+    """Write (or, for None, delete) files, then commit everything."""
+    for name, content in files.items():
+        target = path / name
+        if content is None:
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content if isinstance(content, bytes) else content.encode())
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", message)
+
+
+def make_odd_repo(path: Path) -> Path:
+    """Seven first-parent steps: a root commit with a binary file, a rename, a deletion, non-UTF-8 text,
+    a change on main, a merge, and a 10,000-line file."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    commit(path, "Add files\n\nA script and a logo.", {"a.py": "print('hi')\nx = 1\n", "logo.bin": bytes(range(256))})
+    commit(path, "Rename the script", {"a.py": None, "b.py": "print('hi')\nx = 1\n"})
+    commit(path, "Drop the logo", {"logo.bin": None})
+    commit(path, "Latin-1 notes", {"notes.txt": b"caf\xe9 cr\xe8me\n"})
+    git(path, "checkout", "-q", "-b", "side")
+    commit(path, "Side work", {"side.txt": "from the side\n"})
+    git(path, "checkout", "-q", "main")
+    commit(path, "Main work", {"b.py": "print('hello')\nx = 1\n"})
+    git(path, "merge", "-q", "--no-ff", "side", "-m", "Merge side")
+    commit(path, "A big file", {"big.txt": "".join(f"line {n}\n" for n in range(BIG_LINES))})
+    return path
+
+
+@pytest.fixture(scope="module")
+def odd_repo(tmp_path_factory) -> Path:
+    return make_odd_repo(tmp_path_factory.mktemp("odd") / "repo")
+
+
+# ---- diffs
+
+
+def test_parse_diff_quoted_paths_no_newline_and_short_hunk_headers():
+    data = (
+        b'diff --git "a/caf\\303\\251 x.txt" "b/caf\\303\\251 x.txt"\n'
+        b"index 1..2 100644\n"
+        b'--- "a/caf\\303\\251 x.txt"\n'
+        b'+++ "b/caf\\303\\251 x.txt"\n'
+        b"@@ -1 +1 @@\n"
+        b"-old\n"
+        b"\\ No newline at end of file\n"
+        b"+new\n"
+    )
+    (file,) = parse_diff(data)
+    assert file.path == "café x.txt" and file.status == "modified"
+    assert [(line.kind, line.old, line.new, line.text) for line in file.hunks[0].lines] == [
+        ("-", 1, None, "old"),
+        ("\\", None, None, "No newline at end of file"),
+        ("+", None, 1, "new"),
+    ]
+
+
+def test_side_by_side_pairs_removed_runs_with_added_runs():
+    (file,) = parse_diff(b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,5 +1,3 @@\n keep\n-a\n-b\n+A\n same\n-gone\n")
+    rows = side_by_side(file.hunks[0])
+    pairs = [(a and a.text, b and b.text) for a, b in rows]
+    assert pairs == [("keep", "keep"), ("a", "A"), ("b", None), ("same", "same"), ("gone", None)]
+
+
+# ---- reading any repository
+
+
+def test_steps_of_a_repository_with_odd_commits(odd_repo):
+    series = load_series(odd_repo)
+    assert [s.title for s in series.steps] == [
+        "Add files",
+        "Rename the script",
+        "Drop the logo",
+        "Latin-1 notes",
+        "Main work",
+        "Merge side",
+        "A big file",
+    ]
+    root, rename, delete, latin, _, merge, big = range(7)
+    assert series.steps[root].commit.parents == () and series.steps[root].narration == "A script and a logo."
+    files = {f.path: f for f in series.files(root)}
+    assert files["a.py"].status == "added" and files["a.py"].added == 2
+    assert files["logo.bin"].binary and not files["logo.bin"].hunks
+    (renamed,) = series.files(rename)
+    assert (renamed.status, renamed.old_path, renamed.new_path) == ("renamed", "a.py", "b.py")
+    (deleted,) = series.files(delete)
+    assert (deleted.status, deleted.path, deleted.binary) == ("deleted", "logo.bin", True)
+    (latin1,) = series.files(latin)
+    assert latin1.hunks[0].lines[0].text == "caf\ufffd cr\ufffdme"  # bad bytes shown, not raised
+    assert len(series.steps[merge].commit.parents) == 2
+    assert [f.path for f in series.files(merge)] == ["side.txt"]  # against the first parent
+    assert series.files(big)[0].added == BIG_LINES
+    assert series.file_at(latin, "notes.txt") == b"caf\xe9 cr\xe8me\n"
+    assert series.file_at(delete, "logo.bin") is None and series.file_at(root, "logo.bin") == bytes(range(256))
+    assert series.steps[root].ref == series.steps[root].commit.sha[:12]  # no tags: check out by id
+
+
+def test_bare_repository_and_range(odd_repo, tmp_path):
+    git(tmp_path, "clone", "-q", "--bare", str(odd_repo), "bare.git")
+    bare = load_series(tmp_path / "bare.git")
+    assert [s.commit.sha for s in bare.steps] == [s.commit.sha for s in load_series(odd_repo).steps]
+    assert [f.path for f in bare.files(1)] == ["b.py"]
+    assert [s.title for s in load_series(tmp_path / "bare.git", "HEAD~2..HEAD").steps] == ["Merge side", "A big file"]
+
+
+def test_search_finds_narration_and_diff_lines(odd_repo):
+    series = load_series(odd_repo)
+    matches = series.search("HELLO")
+    assert [(m.step, m.file) for m in matches] == [(4, 0)]
+    line = series.files(4)[0].hunks[matches[0].hunk].lines[matches[0].line]
+    assert line.text == "print('hello')"
+    assert [m.step for m in series.search("a logo") if m.file is None] == [0]
+
+
+@pytest.mark.parametrize(
+    "path, rev_range, message",
+    [
+        ("nowhere", "HEAD", "not a git repository"),
+        (".", "no-such-ref", "bad range 'no-such-ref'"),
+        (".", "HEAD..HEAD", "has no commits"),
+    ],
+)
+def test_reading_errors_are_one_line(odd_repo, path, rev_range, message):
+    with pytest.raises(WalkthroughError, match=message) as error:
+        load_series(odd_repo / path if path != "." else odd_repo, rev_range)
+    assert "\n" not in str(error.value)
+
+
+# ---- the series: build, export, check
+
+
+def small_steps(n: int = 3) -> list:
+    """n steps that grow one file, with a binary file along the way."""
+    steps = [
+        (
+            f"Part {k}",
+            f"Adds part {k}.\n\n## Try it\n\n    python run.py",
+            {"run.py": "".join(f"print({i})\n" for i in range(k))},
+        )
+        for k in range(1, n + 1)
+    ]
+    steps[1][2]["icon.bin"] = bytes(range(256))
+    return steps
+
+
+@pytest.fixture
+def steps_dir(tmp_path) -> Path:
+    write_series(tmp_path / "steps", small_steps())
+    return tmp_path / "steps"
+
+
+def test_build_is_deterministic_tagged_and_skips_when_up_to_date(steps_dir, tmp_path):
+    first = build(steps_dir, tmp_path / "one")
+    assert [tag for tag, _ in first] == ["step-00", "step-01", "step-02", "step-03"]
+    assert build(steps_dir, tmp_path / "two") == first  # same commit ids in another folder
+    assert git(tmp_path / "one", "rev-parse", "HEAD").strip() == first[-1][1]
+    assert (tmp_path / "one" / "icon.bin").read_bytes() == bytes(range(256))  # the work tree is checked out
+    marker = tmp_path / "one" / ".git" / "marker"
+    marker.touch()
+    assert build(steps_dir, tmp_path / "one") == first and marker.exists()  # nothing rebuilt
+    write_series(steps_dir, small_steps(4))
+    assert len(build(steps_dir, tmp_path / "one")) == 5 and not marker.exists()  # steps/ changed: rebuilt
+
+
+def test_build_ignores_the_machines_git_config_and_time_zone(steps_dir, tmp_path):
+    """Another machine: a hostile global git config, another time zone and locale."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".gitconfig").write_text(
+        "[user]\n\tname = Someone Else\n[diff]\n\tnoprefix = true\n\tmnemonicPrefix = true\n"
+        "[format]\n\tsignature = hello\n\tnumbered = true\n[core]\n\tabbrev = 20\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "TZ": "Asia/Kolkata", "LC_ALL": "C", "PYTHONPATH": str(ROOT)}
+    env.pop("GIT_CONFIG_GLOBAL", None)
+    script = (
+        "import sys, json; from walkthrough.series import build; print(json.dumps(build(sys.argv[1], sys.argv[2])))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, steps_dir, tmp_path / "there"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert [tuple(pair) for pair in json.loads(out.stdout)] == build(steps_dir, tmp_path / "here")
+
+
+def test_build_refuses_to_overwrite_what_it_did_not_make(steps_dir, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("precious")
+    with pytest.raises(WalkthroughError, match="not made by walkthrough build"):
+        build(steps_dir, tmp_path / "mine")
+    history = tmp_path / "history"
+    build(steps_dir, history)
+    commit(history, "Step 04: Unexported", {"new.txt": "x\n"})
+    write_series(steps_dir, small_steps(2))
+    with pytest.raises(WalkthroughError, match="not exported"):
+        build(steps_dir, history)
+
+
+def test_build_then_export_is_a_byte_identical_round_trip(steps_dir, tmp_path):
+    build(steps_dir, tmp_path / "history")
+    written = export(tmp_path / "history", tmp_path / "again")
+    assert [p.name for p in written] == sorted(p.name for p in steps_dir.iterdir())
+    assert all(p.read_bytes() == (steps_dir / p.name).read_bytes() for p in written)
+
+
+def test_export_after_editing_with_git(steps_dir, tmp_path):
+    history = tmp_path / "history"
+    build(steps_dir, history)
+    # amend the last step's narration, add a step, as an author would (own identity, today's date)
+    git(history, "commit", "-q", "--amend", "-m", "Step 03: Part 3\n\n# A heading\n\nBetter words.")
+    commit(history, "Step 04: Part 4\n\nOne more.", {"more.txt": "more\n"})
+    written = export(history, steps_dir)
+    assert [p.name[:4] for p in written] == ["0001", "0002", "0003", "0004"]
+    assert "# A heading\n\nBetter words." in (steps_dir / written[2].name).read_text()
+    tags = build(steps_dir, history)  # export left history/ as a build of the new steps/: nothing to do
+    assert tags == build(steps_dir, tmp_path / "fresh")
+    assert git(history, "rev-parse", "step-04").strip() == tags[-1][1]
+    # drop the last step: its patch and its tag go
+    git(history, "reset", "-q", "--hard", "step-03")
+    assert len(export(history, steps_dir)) == 3 and not list(steps_dir.glob("0004-*"))
+    assert "step-04" not in git(history, "tag")
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda h: commit(h, "Step 05: Skips four", {"x.txt": "x\n"}), "should start with 'Step 04: '"),
+        (lambda h: git(h, "commit", "-q", "--allow-empty", "-m", "Step 04: Nothing"), "changes nothing"),
+        (
+            lambda h: git(
+                h,
+                "merge",
+                "-q",
+                "--no-ff",
+                "-m",
+                "Step 04: Merge",
+                git(h, "commit-tree", "step-01^{tree}", "-p", "step-01", "-m", "side").strip(),
+            ),
+            "is a merge",
+        ),
+    ],
+)
+def test_export_refuses_a_history_that_is_not_a_series(steps_dir, tmp_path, edit, message):
+    history = tmp_path / "history"
+    build(steps_dir, history)
+    edit(history)
+    with pytest.raises(WalkthroughError, match=message):
+        export(history, steps_dir)
+
+
+def project_with(tmp_path: Path, files: dict) -> Path:
+    """A project folder whose top-level files are `files` and whose steps/ builds exactly them."""
+    project = tmp_path / "project"
+    write_series(project / "steps", [("Everything", "All the files at once.", files)])
+    for name, content in files.items():
+        (project / name).write_text(content)
+    return project
+
+
+FILES = {name: f"# {name}\n" for name in FINAL_FILES}
+
+
+def test_check_passes_on_a_sound_series(tmp_path):
+    project = project_with(tmp_path, FILES)
+    assert check(project / "steps", project) == []
+    assert main(["--project", str(project), "check"]) == 0
+
+
+def test_check_catches_a_gap_a_missing_narration_and_a_different_final_tree(tmp_path, capsys):
+    project = project_with(tmp_path, FILES)
+    (project / "input.txt").write_text("changed\n")
+    assert check(project / "steps", project) == ["input.txt: the final step's copy differs from the project's"]
+    write_series(project / "steps", [("One", "Words.", FILES), ("Two", "", {"extra.txt": "x\n"})])
+    assert check(project / "steps", project) == [
+        "0002-Step-02-Two.patch: no narration (the message body is empty)",
+        "input.txt: the final step's copy differs from the project's",
+    ]
+    patch = project / "steps" / "0002-Step-02-Two.patch"
+    patch.write_text(patch.read_text().replace("Subject: Step 02:", "Subject: Step 03:"))
+    problems = check(project / "steps", project)
+    assert problems[0].startswith("0002-Step-02-Two.patch: subject 'Step 03: Two' should start with 'Step 02: '")
+    assert main(["--project", str(project), "check"]) == 1
+    assert len(capsys.readouterr().err.splitlines()) == len(problems)
+
+
+def test_check_catches_a_patch_that_does_not_apply_and_a_non_canonical_file(tmp_path):
+    project = project_with(tmp_path, FILES)
+    write_series(project / "steps", [("One", "Words.", FILES), ("Two", "More.", {"fineweb.py": "# changed\n"})])
+    patch = project / "steps" / "0002-Step-02-Two.patch"
+    text = patch.read_text()
+    patch.write_text(text.replace("-# fineweb.py", "-# not what is there"))
+    assert check(project / "steps", project) == [
+        "0002-Step-02-Two.patch does not apply: error: patch failed: fineweb.py:1"
+    ]
+    patch.write_text(text.replace("More.", "More.\n\n---\n\nA rule: git am takes it for the end of the message."))
+    (project / "fineweb.py").write_text("# changed\n")
+    (problem,) = check(project / "steps", project)
+    assert problem.startswith("0002-Step-02-Two.patch: line 8 differs from what export writes")
+
+
+@pytest.mark.parametrize("command", ["check", "build", ""])
+def test_a_missing_steps_folder_is_one_clear_line(tmp_path, capsys, command):
+    assert main(["--project", str(tmp_path), *([command] if command else [])]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no step patches" in err and "Traceback" not in err
+
+
+def test_cli_build_export_and_reader_errors(tmp_path, capsys):
+    write_series(tmp_path / "steps", DEMO_STEPS)
+    assert main(["--project", str(tmp_path), "build"]) == 0
+    assert "step-00 .. step-05" in capsys.readouterr().out
+    assert main(["--project", str(tmp_path), "export"]) == 0
+    assert main(["--repo", str(tmp_path / "nowhere")]) == 1
+    assert main(["--repo", str(tmp_path / "history"), "step-99..main"]) == 1
+    first, second = capsys.readouterr().err.splitlines()
+    assert first == f"walkthrough: not a git repository: {tmp_path / 'nowhere'}"
+    assert second.startswith("walkthrough: bad range 'step-99..main': fatal: ")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--repo", "a", "b", "c"])
+    assert exit_.value.code == 2
+
+
+def test_python_dash_m_and_the_model_layer_never_imports_textual(tmp_path):
+    code = (
+        "import sys, walkthrough.cli, walkthrough.demo, walkthrough.series, walkthrough.bookmark;"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'textual'], 'textual imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "walkthrough", "--project", str(tmp_path), "check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1 and out.stderr.startswith("walkthrough: ") and out.stderr.count("\n") == 1
+
+
+# ---- where you left off
+
+
+def test_bookmarks_recall_by_commit_then_by_number(odd_repo, tmp_path):
+    series = load_series(odd_repo)
+    marks = Bookmarks(tmp_path / "state" / "walkthrough.json")
+    assert marks.recall(series) == 0
+    marks.remember(series, 4)
+    assert Bookmarks(marks.path).recall(series) == 4
+    data = json.loads(marks.path.read_text())
+    data[series.key]["sha"] = "0" * 40  # the series was rebuilt: the number still finds the place
+    marks.path.write_text(json.dumps(data))
+    assert marks.recall(series) == 4
+    assert marks.recall(load_series(odd_repo, "HEAD~2..HEAD")) == 0  # another range, another bookmark
+    marks.path.write_text("{not json")
+    assert marks.recall(series) == 0

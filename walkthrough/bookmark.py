@@ -1,0 +1,47 @@
+"""Where you left off: the last step read in each series, in a small JSON file under $XDG_STATE_HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .history import Series
+
+
+def default_path() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(state, "build-gpt2", "walkthrough.json")
+
+
+class Bookmarks:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def _load(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):  # none yet, or unreadable: start from the first step
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def recall(self, series: Series) -> int:
+        """The index of the step last read: found by commit id, else by number (the series was rebuilt)."""
+        mark = self._load().get(series.key)
+        if not isinstance(mark, dict):
+            return 0
+        for index, step in enumerate(series.steps):
+            if step.commit.sha == mark.get("sha"):
+                return index
+        number = mark.get("number")
+        return min(max(number, 1), len(series.steps)) - 1 if isinstance(number, int) else 0
+
+    def remember(self, series: Series, index: int) -> None:
+        step = series.steps[index]
+        data = self._load()
+        data[series.key] = {"sha": step.commit.sha, "number": step.number}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(data, indent=1) + "\n")
+        except OSError:  # a read-only home must not stop anyone reading
+            pass

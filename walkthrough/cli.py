@@ -1,0 +1,76 @@
+"""walkthrough: build, export and check the step series, or read it (or any repository's history) in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .bookmark import Bookmarks, default_path
+from .errors import WalkthroughError
+from .history import load_series
+from .series import build, check, export, open_history
+
+PROJECT = Path(__file__).resolve().parent.parent  # the project root holds walkthrough/, steps/ and history/
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="walkthrough",
+        description="Read the series step by step (no command), or build, export and check it.",
+    )
+    parser.add_argument(
+        "--project", type=Path, default=PROJECT, metavar="DIR", help="project root (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--repo",
+        nargs="+",
+        metavar=("PATH", "RANGE"),
+        help="read any repository's first-parent history instead; RANGE defaults to HEAD (e.g. v1.0..main)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    building = commands.add_parser("build", help="build steps/ into a repository with a step-NN tag per step")
+    building.add_argument("--into", type=Path, metavar="DIR", help="where (default: PROJECT/history)")
+    exporting = commands.add_parser("export", help="write an edited history back into steps/")
+    exporting.add_argument(
+        "--from", dest="source", type=Path, metavar="DIR", help="which history (default: PROJECT/history)"
+    )
+    commands.add_parser(
+        "check", help="verify the series: applies, numbered 1..N, narrated, ends at the project's files"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.repo is not None and len(args.repo) > 2:
+        parser.error("--repo takes a PATH and at most one RANGE")
+    steps, history = args.project / "steps", args.project / "history"
+    try:
+        if args.command == "build":
+            tags = build(steps, args.into or history)
+            print(f"{args.into or history}: {tags[0][0]} .. {tags[-1][0]}, main at {tags[-1][1][:12]}")
+        elif args.command == "export":
+            written = export(args.source or history, steps)
+            print(f"{steps}: wrote {len(written)} step patches")
+        elif args.command == "check":
+            problems = check(steps, args.project)
+            for problem in problems:
+                print(f"walkthrough check: {problem}", file=sys.stderr)
+            if problems:
+                return 1
+            print(f"{steps}: the series is sound")
+        else:
+            _read(args)
+    except WalkthroughError as error:
+        print(f"walkthrough: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _read(args: argparse.Namespace) -> None:
+    from .app import WalkthroughApp  # only the reader needs Textual: build, export and check start faster
+
+    series = load_series(*args.repo) if args.repo else open_history(args.project)
+    WalkthroughApp(series, Bookmarks(default_path())).run()

@@ -1,0 +1,178 @@
+"""Read any git repository's history as steps: one commit is one step, its message the narration.
+
+`load_series(path, range)` takes the first-parent history of a range (default: all of HEAD), so a merge is one
+step whose diff is against the branch it was merged into. Bare repositories work: nothing here needs a working
+tree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from git import Repo
+from git.exc import InvalidGitRepositoryError, NoSuchPathError
+
+from .diff import FileDiff, decode, parse_diff
+from .errors import WalkthroughError
+from .gitcmd import run_git
+
+SUBJECT = re.compile(r"^Step (\d+): (.*)$")
+
+
+def parse_subject(subject: str) -> tuple[int | None, str]:
+    """'Step 07: Flash attention' -> (7, 'Flash attention'); any other subject -> (None, subject)."""
+    if match := SUBJECT.match(subject):
+        return int(match.group(1)), match.group(2)
+    return None, subject
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+    message: str
+
+    @property
+    def subject(self) -> str:
+        return self.message.split("\n", 1)[0].strip()
+
+    @property
+    def body(self) -> str:
+        return self.message.partition("\n")[2].strip("\n")
+
+
+def read_commits(repo: Repo, rev_range: str) -> list[Commit]:
+    """The first-parent history of `rev_range`, oldest first."""
+    out = run_git(
+        repo.git,
+        "log",
+        "-z",
+        "--first-parent",
+        "--reverse",
+        "--format=%H%x01%T%x01%P%x01%B",
+        rev_range,
+        "--",
+        what=f"bad range {rev_range!r}",
+    )
+    commits = []
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        sha, tree, parents, message = record.split(b"\x01", 3)
+        commits.append(Commit(sha.decode(), tree.decode(), tuple(parents.decode().split()), decode(message)))
+    return commits
+
+
+def open_repo(path: Path | str) -> Repo:
+    try:
+        return Repo(path)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        raise WalkthroughError(f"not a git repository: {path}") from None
+
+
+def read_blob(repo: Repo, rev: str, path: str) -> bytes | None:
+    """The bytes of `path` in the tree of `rev`, or None when it has no such file."""
+    names = run_git(repo.git, "ls-tree", "-z", "--name-only", rev, "--", path).split(b"\0")
+    if path.encode() not in names:
+        return None
+    return run_git(repo.git, "cat-file", "blob", f"{rev}:{path}")
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int  # position in the series, from 1
+    commit: Commit
+    ref: str  # what `git checkout` takes: the step's tag, or its abbreviated commit id
+
+    @property
+    def title(self) -> str:
+        return parse_subject(self.commit.subject)[1]
+
+    @property
+    def narration(self) -> str:
+        return self.commit.body
+
+
+@dataclass(frozen=True)
+class Match:
+    step: int  # index into Series.steps
+    file: int | None = None  # None: the match is in the title or narration
+    hunk: int = 0
+    line: int = 0
+
+
+class Series:
+    def __init__(self, repo: Repo, rev_range: str, steps: list[Step]):
+        self.repo = repo
+        self.rev_range = rev_range
+        self.steps = steps
+        self._files: dict[int, list[FileDiff]] = {}
+
+    @property
+    def key(self) -> str:
+        """Names this series in the reader's memory of where you were."""
+        return f"{Path(self.repo.git_dir).resolve()} {self.rev_range}"
+
+    def files(self, index: int) -> list[FileDiff]:
+        """The files step `index` changes, against its first parent (or nothing, for a root commit)."""
+        if index not in self._files:
+            commit = self.steps[index].commit
+            base = [commit.parents[0], commit.sha] if commit.parents else ["--root", commit.sha]
+            out = run_git(
+                self.repo.git,
+                "-c",
+                "core.quotepath=false",
+                "diff-tree",
+                "-p",
+                "-r",
+                "-M",
+                "--no-commit-id",
+                "--src-prefix=a/",
+                "--dst-prefix=b/",
+                *base,
+            )
+            self._files[index] = parse_diff(out)
+        return self._files[index]
+
+    def file_at(self, index: int, path: str) -> bytes | None:
+        """The file's bytes after step `index`, or None where the step's tree has no such file."""
+        return read_blob(self.repo, self.steps[index].commit.sha, path)
+
+    def search(self, query: str) -> list[Match]:
+        """Case-insensitive matches in every step: one for the title or narration, one per diff line."""
+        needle = query.casefold()
+        matches = []
+        for index, step in enumerate(self.steps):
+            if needle in step.commit.message.casefold():
+                matches.append(Match(index))
+            for f, file in enumerate(self.files(index)):
+                for h, hunk in enumerate(file.hunks):
+                    matches.extend(
+                        Match(index, f, h, n) for n, line in enumerate(hunk.lines) if needle in line.text.casefold()
+                    )
+        return matches
+
+
+def _tags(repo: Repo) -> dict[str, str]:
+    """commit id -> the tag to check it out by, preferring a step-NN tag."""
+    out = run_git(repo.git, "for-each-ref", "--format=%(objectname) %(*objectname) %(refname:short)", "refs/tags")
+    tags: dict[str, str] = {}
+    for line in sorted(decode(out).splitlines()):
+        sha, peeled, name = line.split(" ", 2)
+        commit = peeled or sha  # an annotated tag points at a tag object; %(*objectname) is its commit
+        if commit not in tags or (name.startswith("step-") and not tags[commit].startswith("step-")):
+            tags[commit] = name
+    return tags
+
+
+def load_series(path: Path | str, rev_range: str = "HEAD") -> Series:
+    repo = open_repo(path)
+    commits = read_commits(repo, rev_range)
+    if not commits:
+        raise WalkthroughError(f"the range {rev_range!r} in {path} has no commits")
+    tags = _tags(repo)
+    steps = [Step(n, commit, tags.get(commit.sha, commit.sha[:12])) for n, commit in enumerate(commits, 1)]
+    return Series(repo, rev_range, steps)

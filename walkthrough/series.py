@@ -1,0 +1,296 @@
+"""The series: `steps/` (one `git format-patch` file per step) <-> a git repository with a tag per step.
+
+`build` applies the patches with a fixed author, committer and dates, so every machine gets the same commit ids;
+`export` writes an edited history back as patches (build -> export is a byte-identical round trip); `check`
+verifies the series. Steps are keyed by their subjects ("Step 07: Flash attention"), never by commit ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from git import Git, Repo
+
+from .errors import WalkthroughError
+from .gitcmd import ISOLATED, run_git
+from .history import Series, load_series, open_repo, parse_subject, read_blob, read_commits
+
+FINAL_FILES = ("train_gpt2.py", "fineweb.py", "hellaswag.py", "input.txt")  # the last step must end at these
+HISTORY_RANGE = "step-00..main"  # the steps of a built history, without the empty start
+AUTHOR = ("build-gpt2", "steps@build-gpt2.invalid")
+EPOCH = 1704067200  # 2024-01-01 00:00 UTC; step N is dated N hours later
+ROOT_MESSAGE = "Step 00: An empty repository\n\nEvery step of the series starts here.\n"
+STAMP = "walkthrough-build.json"  # in the history's git dir: which steps/ it was built from, and the tip it made
+FORMAT = 1  # bump when build's output changes, so older histories are rebuilt
+PATCH_OPTIONS = (
+    "-k",  # keep the subject as it is: no "[PATCH]"
+    "--zero-commit",  # no commit ids in the files: they would change on every edit upstream of a step
+    "--no-signature",  # the git version would be written in every file
+    "--no-stat",
+    "--full-index",  # abbreviated ids can grow when a repository gains objects
+    "--binary",
+    "-M",
+)
+
+
+@dataclass(frozen=True)
+class Patch:
+    path: Path
+    subject: str
+    narration: str
+    has_diff: bool
+
+    @property
+    def message(self) -> str:
+        return f"{self.subject}\n\n{self.narration}"
+
+
+def clean_message(text: str) -> str:
+    """What `git am` does to a message (git stripspace): no trailing spaces, no runs of blank lines, no blank
+    lines at either end, one final newline."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        if line or (lines and lines[-1]):
+            lines.append(line)
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+def patch_files(steps_dir: Path) -> list[Path]:
+    """steps/*.patch in name order (= step order); an error when there are none."""
+    paths = sorted(Path(steps_dir).glob("*.patch"))
+    if not paths:
+        raise WalkthroughError(f"{steps_dir}: no step patches (expected files like 0001-Step-01-....patch)")
+    return paths
+
+
+def read_steps(steps_dir: Path) -> list[Patch]:
+    """Every step patch, split into subject, narration and diff by `git mailinfo`."""
+    paths = patch_files(steps_dir)
+    git = Git(str(steps_dir))
+    patches = []
+    with tempfile.TemporaryDirectory() as tmp:
+        msg, diff = Path(tmp, "msg"), Path(tmp, "diff")
+        for path in paths:
+            with path.open("rb") as stream:
+                info = run_git(git, "mailinfo", "-k", str(msg), str(diff), env=ISOLATED, stdin=stream, what=path.name)
+            headers = dict(line.split(": ", 1) for line in info.decode("utf-8", "replace").splitlines() if ": " in line)
+            narration = clean_message(msg.read_bytes().decode("utf-8", "replace")).strip("\n")
+            patches.append(Patch(path, headers.get("Subject", ""), narration, diff.stat().st_size > 0))
+    return patches
+
+
+def structure_problems(steps: list[tuple[str, str, bool]]) -> list[str]:
+    """(where, subject, changes something) for each step, in order -> what stops the series from being built:
+    subjects not numbered 1..N, steps without a diff. Only the first numbering slip is reported: after a gap
+    every later number is off too."""
+    problems = []
+    for n, (where, subject, _) in enumerate(steps, 1):
+        number, _title = parse_subject(subject)
+        if number != n:
+            problems.append(f"{where}: subject {subject!r} should start with 'Step {n:02d}: ' (numbered 1..N, no gaps)")
+            break
+    problems += [f"{where}: changes nothing (every step needs a diff)" for where, _, changes in steps if not changes]
+    return problems
+
+
+def series_hash(steps_dir: Path) -> str:
+    digest = hashlib.sha256(f"format {FORMAT}\n".encode())
+    for path in patch_files(steps_dir):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _commit(git: Git, tree: str, parent: str | None, message: str, number: int) -> str:
+    """A commit whose id depends only on its tree, parent, message and step number."""
+    date = f"{EPOCH + 3600 * number} +0000"
+    name, email = AUTHOR
+    env = {
+        **ISOLATED,
+        **{f"GIT_{who}_NAME": name for who in ("AUTHOR", "COMMITTER")},
+        **{f"GIT_{who}_EMAIL": email for who in ("AUTHOR", "COMMITTER")},
+        **{f"GIT_{who}_DATE": date for who in ("AUTHOR", "COMMITTER")},
+    }
+    with tempfile.TemporaryFile() as stream:
+        stream.write(clean_message(message).encode())
+        stream.seek(0)
+        out = run_git(git, "commit-tree", tree, *(["-p", parent] if parent else []), env=env, stdin=stream)
+    return out.decode().strip()
+
+
+def step_tags(repo: Repo) -> list[tuple[str, str]]:
+    """(tag, commit id) for every step-NN tag, in step order."""
+    out = run_git(repo.git, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/tags/step-*")
+    pairs = [tuple(line.split(" ")) for line in out.decode().splitlines()]
+    return sorted(pairs, key=lambda pair: int(pair[0].removeprefix("step-")))
+
+
+def _set_refs(repo: Repo, tip: str, tags: list[tuple[str, str]]) -> None:
+    """Point main at tip and step-NN at the steps, dropping step tags past the end, in one transaction."""
+    stale = {tag for tag, _ in step_tags(repo)} - {tag for tag, _ in tags}
+    commands = [f"update refs/heads/main {tip}", *(f"update refs/tags/{tag} {sha}" for tag, sha in tags)]
+    commands += [f"delete refs/tags/{tag}" for tag in sorted(stale)]
+    with tempfile.TemporaryFile() as stream:
+        stream.write(("\n".join(commands) + "\n").encode())
+        stream.seek(0)
+        run_git(repo.git, "update-ref", "--stdin", env=ISOLATED, stdin=stream)
+
+
+def _write_stamp(repo: Repo, steps_dir: Path, tip: str) -> None:
+    stamp = {"format": FORMAT, "steps": series_hash(steps_dir), "tip": tip}
+    Path(repo.git_dir, STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
+
+
+def _read_stamp(into: Path) -> dict | None:
+    path = into / ".git" / STAMP
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _fresh_build(patches: list[Patch], steps_dir: Path, into: Path) -> list[tuple[str, str]]:
+    """Build into a new folder `into`: an empty root tagged step-00, then one commit per patch."""
+    if problems := structure_problems([(p.path.name, p.subject, p.has_diff) for p in patches]):
+        raise WalkthroughError(problems[0])
+    into.mkdir(parents=True)
+    run_git(Git(str(into)), "init", "-q", "-b", "main", env=ISOLATED)
+    repo = Repo(into)
+    # authors edit narration in this repository; Markdown headings start with '#', git's comment character
+    run_git(repo.git, "config", "commit.cleanup", "whitespace")
+    parent = _commit(repo.git, run_git(repo.git, "write-tree").decode().strip(), None, ROOT_MESSAGE, 0)
+    tags = [("step-00", parent)]
+    for n, patch in enumerate(patches, 1):
+        run_git(repo.git, "apply", "--cached", str(patch.path), env=ISOLATED, what=f"{patch.path.name} does not apply")
+        tree = run_git(repo.git, "write-tree").decode().strip()
+        parent = _commit(repo.git, tree, parent, patch.message, n)
+        tags.append((f"step-{n:02d}", parent))
+    _set_refs(repo, parent, tags)
+    run_git(repo.git, "reset", "-q", "--hard", env=ISOLATED)
+    _write_stamp(repo, steps_dir, parent)
+    return tags
+
+
+def build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
+    """Build steps_dir into the repository `into`; nothing to do when it was built from the same patches."""
+    steps_dir, into = Path(steps_dir), Path(into)
+    digest = series_hash(steps_dir)
+    if into.exists():
+        stamp = _read_stamp(into)
+        if stamp is None:
+            if any(into.iterdir()):
+                raise WalkthroughError(
+                    f"{into} exists and was not made by walkthrough build; remove it or build elsewhere"
+                )
+            into.rmdir()
+        else:
+            repo = open_repo(into)
+            if stamp.get("format") == FORMAT and stamp.get("steps") == digest:
+                return step_tags(repo)
+            if run_git(repo.git, "rev-parse", "main").decode().strip() != stamp["tip"]:
+                raise WalkthroughError(f"{into} has commits not exported to {steps_dir}: run walkthrough export first")
+    # build beside the old history and swap, so a patch that fails to apply leaves the old one in place
+    into.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{into.name}-", dir=into.parent))
+    try:
+        tags = _fresh_build(read_steps(steps_dir), steps_dir, staging / "repo")
+        if into.exists():
+            shutil.rmtree(into)
+        (staging / "repo").rename(into)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return tags
+
+
+def export(source: Path, steps_dir: Path) -> list[Path]:
+    """Write the history `source` (step-00..main) into steps_dir as patches, replacing the ones there, and
+    re-point main and the step tags at the commits a fresh build of them gives."""
+    repo = open_repo(source)
+    commits = read_commits(repo, HISTORY_RANGE)
+    if not commits:
+        raise WalkthroughError(f"{source}: no steps after step-00 on main")
+    if merges := [c for c in commits if len(c.parents) > 1]:
+        raise WalkthroughError(f"{source}: {merges[0].subject!r} is a merge; a series is one straight line of commits")
+    root_tree = run_git(repo.git, "rev-parse", "step-00^{tree}").decode().strip()
+    trees = [root_tree, *(c.tree for c in commits)]
+    if problems := structure_problems(
+        [(f"commit {c.sha[:12]}", c.subject, tree != c.tree) for c, tree in zip(commits, trees, strict=False)]
+    ):
+        raise WalkthroughError(f"{source}: {problems[0]}")
+    parent = _commit(repo.git, root_tree, None, ROOT_MESSAGE, 0)
+    tags = [("step-00", parent)]
+    for n, commit in enumerate(commits, 1):
+        parent = _commit(repo.git, commit.tree, parent, commit.message, n)
+        tags.append((f"step-{n:02d}", parent))
+    steps_dir = Path(steps_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_git(repo.git, "format-patch", *PATCH_OPTIONS, "-o", tmp, f"{tags[0][1]}..{parent}", env=ISOLATED)
+        steps_dir.mkdir(parents=True, exist_ok=True)
+        for old in steps_dir.glob("*.patch"):
+            old.unlink()
+        written = [Path(shutil.move(path, steps_dir / path.name)) for path in sorted(Path(tmp).glob("*.patch"))]
+    _set_refs(repo, parent, tags)
+    _write_stamp(repo, steps_dir, parent)
+    return written
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    """The 1-based number of the first line where a and b differ."""
+    for n, (x, y) in enumerate(zip(a.splitlines(), b.splitlines(), strict=False), 1):
+        if x != y:
+            return n
+    return min(len(a.splitlines()), len(b.splitlines())) + 1
+
+
+def check(steps_dir: Path, project: Path, files: tuple[str, ...] = FINAL_FILES) -> list[str]:
+    """Everything wrong with the series, one line each; [] when it is sound."""
+    steps_dir, project = Path(steps_dir), Path(project)
+    patches = read_steps(steps_dir)
+    structure = structure_problems([(p.path.name, p.subject, p.has_diff) for p in patches])
+    problems = [f"{p.path.name}: no narration (the message body is empty)" for p in patches if not p.narration]
+    if structure:  # numbering or an empty step: there is no series to build
+        return structure + problems
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            _fresh_build(patches, steps_dir, Path(tmp, "history"))
+        except WalkthroughError as error:
+            return [*problems, str(error)]
+        repo = open_repo(Path(tmp, "history"))
+        for name in files:
+            ours, theirs = read_blob(repo, "main", name), _read(project / name)
+            if ours is None and theirs is not None:
+                problems.append(f"{name}: missing from the final step")
+            elif theirs is None and ours is not None:
+                problems.append(f"{name}: in the final step but not in the project ({project})")
+            elif ours != theirs:
+                problems.append(f"{name}: the final step's copy differs from the project's")
+        written = export(Path(tmp, "history"), Path(tmp, "steps"))
+        if [p.name for p in written] != [p.path.name for p in patches]:
+            problems.append(
+                f"{steps_dir}: file names differ from what export writes: {', '.join(p.name for p in written)}"
+            )
+        else:
+            for patch, new in zip(patches, written, strict=True):
+                ours, theirs = patch.path.read_bytes(), new.read_bytes()
+                if ours != theirs:
+                    line = _first_difference(ours, theirs)
+                    problems.append(
+                        f"{patch.path.name}: line {line} differs from what export writes "
+                        "(a narration line starting with '---' or 'diff -'? run walkthrough build, then export)"
+                    )
+    return problems
+
+
+def _read(path: Path) -> bytes | None:
+    return path.read_bytes() if path.is_file() else None
+
+
+def open_history(project: Path) -> Series:
+    """The project's own series: build history/ from steps/ when needed, then read it."""
+    history = Path(project, "history")
+    build(Path(project, "steps"), history)
+    return load_series(history, HISTORY_RANGE)
