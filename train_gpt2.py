@@ -365,12 +365,16 @@ def save_checkpoint(path, state):
 
 
 def load_checkpoint(path):
+    """A checkpoint written by save_checkpoint (a dict with "model", "config", "step", ...)."""
     if not os.path.isfile(path):
-        raise RunError(f"--resume: no checkpoint at {path}")
+        raise RunError(f"no checkpoint at {path}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)  # weights_only: loading never runs code
-    except Exception as e:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # weights_only: loading never runs code
+    except Exception as e:  # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
         raise RunError(f"{path} is not a readable checkpoint: {str(e).splitlines()[0]}") from None
+    if not (isinstance(checkpoint, dict) and "model" in checkpoint and "config" in checkpoint):
+        raise RunError(f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)")
+    return checkpoint
 
 
 def keep_log_before(log_file, step):
