@@ -9,8 +9,9 @@ completion style, as the GPT-2 lecture does: context + " " + ending, the loss ov
     python hellaswag.py --checkpoint log/model_19072.pt    # one of our checkpoints
     python hellaswag.py --checkpoint log/model_19072.pt --harness   # the same model through lm-eval's own task
 
-train_gpt2.py calls evaluate() during training; it batches many examples per forward pass, can pad every batch to
-one fixed shape (so torch.compile compiles once) and splits the examples across DDP ranks.
+train_gpt2.py calls evaluate() during training; it batches many examples per forward pass, computes logits only
+where an ending token is predicted, can pad every batch to one fixed shape (so torch.compile compiles once) and
+splits the examples across DDP ranks.
 """
 
 import argparse
@@ -132,55 +133,55 @@ def render(example):
     return [(ctx, enc.encode_ordinary(" " + ending)) for ending in example["endings"]]
 
 
-def longest_row(examples):
-    """The seq_len that fits every example: the model reads all of a row's tokens but its last."""
-    return max(len(ctx) + len(ending) - 1 for example in examples for ctx, ending in render(example))
+def batch_shape(pairs):
+    """(rows, seq_len, scored) of one forward pass over these (context, continuation) pairs: a row per pair, all of a
+    row's tokens but its last read by the model, and logits at the positions that predict a continuation token."""
+    return len(pairs), max(len(ctx) + len(cont) - 1 for ctx, cont in pairs), sum(len(cont) for _, cont in pairs)
 
 
-def continuation_losses(model, pairs, *, device, seq_len=None, rows=None, autocast_dtype=None):
+def continuation_losses(model, pairs, *, device, shape=None, autocast_dtype=None):
     """Score many (context, continuation) token pairs in one forward pass.
 
     Returns three (len(pairs),) tensors: the loss summed over each continuation's tokens, the number of those tokens,
-    and whether every one of them was the model's top choice. Rows are padded on the right to seq_len (default: the
-    longest row) and up to `rows` rows with dummy rows; causal attention means padding never changes the real tokens'
-    logits, so a fixed shape costs a little compute and saves a torch.compile recompilation per new shape.
+    and whether every one of them was the model's top choice. The model computes logits only where a continuation
+    token is predicted: a quarter of a HellaSwag row, and at GPT-2's vocabulary the lm_head is a small model's
+    costliest layer. shape (rows, seq_len, scored), at least batch_shape(pairs), pads the pass: rows on the right,
+    dummy rows below them, and dummy positions to score; causal attention means padding never changes the real
+    tokens' logits, so a fixed shape costs a little compute and saves a torch.compile recompilation per new shape.
     """
     pairs = [(ctx or [EOT], cont) for ctx, cont in pairs]
-    T = seq_len or max(len(ctx) + len(cont) - 1 for ctx, cont in pairs)
-    R = rows or len(pairs)
-    assert R >= len(pairs), f"{len(pairs)} rows do not fit in {R}"
-    inputs, targets, mask = [], [], []
-    for ctx, cont in pairs:
+    R, T, N = shape or batch_shape(pairs)
+    needed = batch_shape(pairs)
+    if any(n > limit for n, limit in zip(needed, (R, T, N))):
+        raise HellaSwagError(f"a forward pass of shape {needed} (rows, seq_len, scored) does not fit {(R, T, N)}")
+    inputs, positions, targets, row_of = [], [], [], []
+    for r, (ctx, cont) in enumerate(pairs):
         row = ctx + cont
-        if len(row) - 1 > T:
-            raise HellaSwagError(f"a row of {len(row) - 1} tokens does not fit seq_len={T}: see longest_row()")
-        pad = [0] * (T - (len(row) - 1))
-        inputs.append(row[:-1] + pad)
-        targets.append(row[1:] + pad)
+        inputs.append(row[:-1] + [0] * (T - (len(row) - 1)))
         # position i predicts token i+1: the continuation's tokens are predicted from len(ctx)-1 on
-        mask.append([False] * (len(ctx) - 1) + [True] * len(cont) + [False] * len(pad))
-    dummies = R - len(pairs)  # dummy rows: no position in them counts
-    inputs, targets, mask = inputs + [[0] * T] * dummies, targets + [[0] * T] * dummies, mask + [[False] * T] * dummies
+        positions += range(r * T + len(ctx) - 1, r * T + len(row) - 1)
+        targets += cont
+        row_of += [r] * len(cont)
+    inputs += [[0] * T] * (R - len(pairs))  # dummy rows
+    M = len(positions)
+    positions += [0] * (N - M)  # dummy positions: scored, then dropped
     idx = torch.tensor(inputs, device=device)  # (R, T)
-    targets = torch.tensor(targets, device=device)  # (R, T)
-    mask = torch.tensor(mask, device=device)  # (R, T)
+    positions, targets, row_of = (torch.tensor(x, device=device) for x in (positions, targets, row_of))  # (N,) (M,) (M,)
 
     autocast = contextlib.nullcontext()  # not autocast(enabled=False): that would switch off a caller's autocast
     if autocast_dtype is not None:
         autocast = torch.autocast(device_type=torch.device(device).type, dtype=autocast_dtype)
     with autocast:
-        logits, _ = model(idx)  # (R, T, vocab_size)
-    # cross-entropy only where a continuation token is predicted (a fraction of the R*T positions), in float32;
-    # over all vocab_size columns, padded vocabulary included, as the lecture does
-    picked = logits[mask].float()  # (M, vocab_size)
-    wanted = targets[mask]  # (M,)
-    losses = F.cross_entropy(picked, wanted, reduction="none")  # (M,)
-    row_of = torch.arange(R, device=device).unsqueeze(1).expand(R, T)[mask]  # (M,) which row each position is in
-    n = len(pairs)
-    sum_loss = torch.zeros(R, device=device).index_add_(0, row_of, losses)[:n]
-    count = mask.sum(dim=1)[:n]
-    hits = torch.zeros(R, dtype=torch.long, device=device).index_add_(0, row_of, (picked.argmax(-1) == wanted).long())
-    return sum_loss.cpu(), count.cpu(), (hits[:n] == count).cpu()
+        logits, _ = model(idx, positions=positions)  # (N, vocab_size)
+    # in float32, over all vocab_size columns (padded vocabulary included, as the lecture does)
+    logits = logits[:M].float()  # (M, vocab_size)
+    losses = F.cross_entropy(logits, targets, reduction="none")  # (M,)
+    # top choice: no logit above the target's (amax is several times faster than argmax on a CPU)
+    missed = logits.gather(1, targets.unsqueeze(1)).squeeze(1) < logits.amax(dim=1)  # (M,)
+    sum_loss = torch.zeros(len(pairs), device=device).index_add_(0, row_of, losses)
+    misses = torch.zeros(len(pairs), dtype=torch.long, device=device).index_add_(0, row_of, missed.long())
+    count = torch.tensor([len(cont) for _, cont in pairs])
+    return sum_loss.cpu(), count, (misses == 0).cpu()
 
 
 def by_length(lengths, batch_size):
@@ -190,18 +191,23 @@ def by_length(lengths, batch_size):
 
 
 @torch.no_grad()
-def predict(model, examples, *, device, batch_size=16, seq_len=None, autocast_dtype=None, progress=False):
-    """(pred, pred_norm) for each example: the ending with the lowest summed loss, and with the lowest mean loss."""
+def predict(model, examples, *, device, batch_size=16, fixed_shape=False, autocast_dtype=None, progress=False):
+    """(pred, pred_norm) for each example: the ending with the lowest summed loss, and with the lowest mean loss.
+
+    fixed_shape pads every forward pass to one shape, the partial last batch's included: torch.compile compiles once.
+    """
     was_training = model.training
     model.eval()
     rendered = [render(example) for example in examples]
+    batches = by_length([max(len(c) + len(e) for c, e in pairs) for pairs in rendered], batch_size)
+    batches = [(batch, [pair for i in batch for pair in rendered[i]]) for batch in batches]
+    shape = None
+    if fixed_shape:  # the smallest shape that fits every batch
+        shape = tuple(map(max, zip(*(batch_shape(pairs) for _, pairs in batches))))
     predictions = [None] * len(examples)
     with tqdm(total=len(examples), unit="ex", desc="HellaSwag", disable=not progress) as bar:
-        for batch in by_length([max(len(c) + len(e) for c, e in pairs) for pairs in rendered], batch_size):
-            pairs = [pair for i in batch for pair in rendered[i]]
-            # with a fixed seq_len the last, partial batch is padded too: every forward pass has the same shape
-            rows = 4 * batch_size if seq_len else None
-            sum_loss, count, _ = continuation_losses(model, pairs, device=device, seq_len=seq_len, rows=rows,
+        for batch, pairs in batches:
+            sum_loss, count, _ = continuation_losses(model, pairs, device=device, shape=shape,
                                                      autocast_dtype=autocast_dtype)
             sum_loss, count = sum_loss.view(-1, 4), count.view(-1, 4)  # (examples, 4 endings)
             for i, pred, pred_norm in zip(batch, sum_loss.argmin(1).tolist(), (sum_loss / count).argmin(1).tolist()):
@@ -211,15 +217,15 @@ def predict(model, examples, *, device, batch_size=16, seq_len=None, autocast_dt
     return predictions
 
 
-def evaluate(model, examples, *, device, batch_size=16, rank=0, world_size=1, autocast_dtype=None, seq_len=None,
-             progress=False):
+def evaluate(model, examples, *, device, batch_size=16, rank=0, world_size=1, autocast_dtype=None,
+             fixed_shape=False, progress=False):
     """(num_correct, num_correct_norm, num_total) over this rank's share of the examples: sum them over ranks.
 
-    Rank r takes examples r, r + world_size, ...; seq_len (at least longest_row(examples)) fixes the shape of every
-    forward pass, for a compiled model. acc is num_correct / num_total, acc_norm num_correct_norm / num_total.
+    Rank r takes examples r, r + world_size, ...; fixed_shape gives every forward pass one shape, for a compiled
+    model. acc is num_correct / num_total, acc_norm num_correct_norm / num_total.
     """
     mine = examples[rank::world_size]
-    predictions = predict(model, mine, device=device, batch_size=batch_size, seq_len=seq_len,
+    predictions = predict(model, mine, device=device, batch_size=batch_size, fixed_shape=fixed_shape,
                           autocast_dtype=autocast_dtype, progress=progress)
     labels = [example["label"] for example in mine]
     num_correct = sum(pred == label for (pred, _), label in zip(predictions, labels))
@@ -363,7 +369,9 @@ def parse_args(argv=None):
     p.add_argument("--data", help="a HellaSwag jsonl file (default: the validation set, downloaded into --cache-dir)")
     p.add_argument("--cache-dir", default=DATA_CACHE_DIR, help="where the downloaded validation set is kept")
     p.add_argument("--limit", type=positive_int, help="only the first N examples")
-    p.add_argument("--batch-size", type=positive_int, default=16, help="examples per forward pass (4 rows each)")
+    p.add_argument("--batch-size", type=positive_int,
+                   help="examples per forward pass, 4 rows each (default: 1 on a CPU, whose caches a big batch's "
+                        "logits outgrow; 16 elsewhere)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--compile", action="store_true", help="torch.compile the model; every batch gets one shape")
     p.add_argument("--harness", nargs="?", const="hellaswag", metavar="TASK",
@@ -383,6 +391,7 @@ def main(argv=None):
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    args.batch_size = args.batch_size or (1 if device == "cpu" else 16)
     try:
         if args.harness:
             report_harness(args, device)
@@ -397,12 +406,11 @@ def main(argv=None):
 def report(args, device):
     examples = load_examples(args.data or download(args.cache_dir))[: args.limit]
     model = load_model(args.model, args.checkpoint).to(device)
-    seq_len = None
     if args.compile:
-        model, seq_len = torch.compile(model), longest_row(examples)
+        model = torch.compile(model)
     print(f"{len(examples)} examples, {args.checkpoint or args.model} on {device}")
     num_correct, num_correct_norm, total = evaluate(model, examples, device=device, batch_size=args.batch_size,
-                                                    seq_len=seq_len, progress=True)
+                                                    fixed_shape=args.compile, progress=True)
     print(f"acc {num_correct / total:.4f}")
     print(f"acc_norm {num_correct_norm / total:.4f}")
 

@@ -100,20 +100,35 @@ def printed(out, name):
 # ---- 1. the batched scorer equals the one-at-a-time reference
 
 
-@pytest.mark.parametrize("batch_size, pad_to", [(1, None), (4, None), (4, 7), (16, 0)])
-def test_batched_equals_reference(model, examples, batch_size, pad_to):
-    # pad_to: extra padding on top of the longest row (a fixed seq_len); None lets each batch pick its own length
-    seq_len = None if pad_to is None else hellaswag.longest_row(examples) + pad_to
-    ours = hellaswag.predict(model, examples, device="cpu", batch_size=batch_size, seq_len=seq_len)
+@pytest.mark.parametrize("batch_size, fixed_shape", [(1, False), (4, False), (4, True), (16, True)])
+def test_batched_equals_reference(model, examples, batch_size, fixed_shape):
+    ours = hellaswag.predict(model, examples, device="cpu", batch_size=batch_size, fixed_shape=fixed_shape)
     assert ours == reference_predictions(model, examples)
 
 
-def test_losses_equal_reference(model, examples):
+@pytest.mark.parametrize("padding", [0, 3])
+def test_losses_equal_reference(model, examples, padding):
+    # padding: dummy rows, padded rows and dummy scored positions on top of what the pairs need
     pairs = [pair for ex in examples for pair in hellaswag.render(ex)]
-    sum_loss, count, _ = hellaswag.continuation_losses(model, pairs, device="cpu", rows=len(pairs) + 3)
+    shape = tuple(n + padding for n in hellaswag.batch_shape(pairs))
+    sum_loss, count, greedy = hellaswag.continuation_losses(model, pairs, device="cpu", shape=shape)
     expected = torch.stack([reference_losses(model, ex)[0] for ex in examples]).flatten()
     torch.testing.assert_close(sum_loss, expected, rtol=1e-5, atol=1e-4)
     assert count.tolist() == [len(ending) for _, ending in pairs]
+    # greedy: every continuation token was the argmax of the full forward pass's logits at its position
+    with torch.no_grad():
+        expected_greedy = [bool((model(torch.tensor([ctx + cont]))[0][0, len(ctx) - 1 : -1].argmax(-1)
+                                 == torch.tensor(cont)).all()) for ctx, cont in pairs]
+    assert greedy.tolist() == expected_greedy
+
+
+def test_greedy_continuation(model):
+    # a continuation made of the model's own argmax choices is greedy; change its last token and it is not
+    ctx = [464, 3290, 318]
+    with torch.no_grad():
+        cont = model.generate(torch.tensor([ctx]), max_new_tokens=3, top_k=1)[0, len(ctx) :].tolist()
+    _, _, greedy = hellaswag.continuation_losses(model, [(ctx, cont), (ctx, cont[:-1] + [cont[-1] ^ 1])], device="cpu")
+    assert greedy.tolist() == [True, False]
 
 
 def test_evaluate_counts_and_training_mode(model, examples):
@@ -230,7 +245,7 @@ def _rank(rank, world_size, init_file, checkpoint, data, out):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     model, examples = hellaswag.load_checkpoint(checkpoint), hellaswag.load_examples(data)
     counts = hellaswag.evaluate(model, examples, device="cpu", batch_size=2, rank=rank, world_size=world_size,
-                                seq_len=hellaswag.longest_row(examples))
+                                fixed_shape=True)
     counts = torch.tensor(counts)
     dist.all_reduce(counts)
     if rank == 0:
@@ -255,9 +270,8 @@ def test_ranks_split_examples(model, examples):
 
 def test_compiled_equals_eager(model, examples):
     torch._dynamo.reset()
-    seq_len = hellaswag.longest_row(examples)
     compiled = torch.compile(model, dynamic=False)
-    got = hellaswag.predict(compiled, examples, device="cpu", batch_size=4, seq_len=seq_len)
+    got = hellaswag.predict(compiled, examples, device="cpu", batch_size=4, fixed_shape=True)
     assert got == hellaswag.predict(model, examples, device="cpu", batch_size=4)
     # one shape for every batch, the partial last one included: compiled once
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
@@ -335,9 +349,13 @@ def test_model_that_does_not_exist(tmp_path, capsys, data):
     assert rc == 1 and err.count("\n") == 1 and "cannot load model" in err
 
 
-def test_seq_len_too_short(model, examples):
-    with pytest.raises(ValueError, match="does not fit seq_len=8"):
-        hellaswag.evaluate(model, examples, device="cpu", seq_len=8)
+@pytest.mark.parametrize("short", range(3))
+def test_shape_too_small(model, examples, short):
+    pairs = hellaswag.render(examples[0])
+    shape = list(hellaswag.batch_shape(pairs))
+    shape[short] -= 1  # one row, one position or one scored position fewer than the pairs need
+    with pytest.raises(ValueError, match=r"does not fit \("):
+        hellaswag.continuation_losses(model, pairs, device="cpu", shape=tuple(shape))
 
 
 def test_harness_unknown_task(capsys, checkpoint):

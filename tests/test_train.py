@@ -49,6 +49,12 @@ def test_from_pretrained_matches_transformers(tmp_path):
         theirs = hf_model(idx).logits
     assert ours.shape == theirs.shape == (2, 40, 300)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+    # logits at chosen positions only (HellaSwag's way): the same numbers, at positions 3 and 39 of row 0, 7 of row 1
+    positions = torch.tensor([3, 39, 40 + 7])
+    with torch.no_grad():
+        picked, _ = model(idx, positions=positions)
+    assert picked.shape == (3, 300)
+    torch.testing.assert_close(picked, theirs.flatten(0, 1)[positions], atol=1e-5, rtol=0)
 
 
 def test_gpt2_init_scales_residual_projections():
