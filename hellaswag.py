@@ -150,8 +150,8 @@ def continuation_losses(model, pairs, *, device, shape=None, autocast_dtype=None
     tokens' logits, so a fixed shape costs a little compute and saves a torch.compile recompilation per new shape.
     """
     pairs = [(ctx or [EOT], cont) for ctx, cont in pairs]
-    R, T, N = shape or batch_shape(pairs)
     needed = batch_shape(pairs)
+    R, T, N = shape or needed
     if any(n > limit for n, limit in zip(needed, (R, T, N))):
         raise HellaSwagError(f"a forward pass of shape {needed} (rows, seq_len, scored) does not fit {(R, T, N)}")
     inputs, positions, targets, row_of = [], [], [], []

@@ -134,6 +134,9 @@ CHECKS: dict[int, Check] = {
     30: Check("", verify=flops_of_gpt2),
     31: Check("", expect=[r"parameters on cpu", STEP_LINE]),
     32: Check("--max-steps 2 --val-every 1 --val-steps 1 --sample-every 0", expect=[STEP_LINE, "validation loss"]),
+    33: Check(["--max-steps 2 --val-every 0 --sample-every 0", "--data {hellaswag}"],
+              replace={"model_00150.pt": "model_00002.pt"}, expect=[r"8 examples, log/cpu/model_00002\.pt on cpu",
+                                                                      r"acc_norm [\d.]+"]),
 }
 
 
