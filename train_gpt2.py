@@ -347,8 +347,13 @@ def checkpoint_path(log_dir, step):
     return os.path.join(log_dir, f"model_{step:05d}.pt")
 
 
+def checkpoints(log_dir):
+    """The checkpoints in log_dir, oldest first: the zero-padded step numbers sort as text."""
+    return sorted(glob.glob(os.path.join(log_dir, "model_*.pt")))
+
+
 def latest_checkpoint(log_dir):
-    paths = sorted(glob.glob(os.path.join(log_dir, "model_*.pt")))
+    paths = checkpoints(log_dir)
     if not paths:
         raise RunError(f"--resume: no checkpoint (model_*.pt) in {log_dir}")
     return paths[-1]
@@ -552,7 +557,7 @@ def train(args):
 
     # ---- where this run writes: a fresh run never writes over an earlier one
     log_file = os.path.join(args.log_dir, "log.txt")
-    if not args.resume and (os.path.exists(log_file) or glob.glob(os.path.join(args.log_dir, "model_*.pt"))):
+    if not args.resume and (os.path.exists(log_file) or checkpoints(args.log_dir)):
         raise RunError(f"{args.log_dir} already holds a run: continue it with --resume, or choose another --log-dir")
 
     train_loader = DataLoaderLite(load_split(args.data, "train"), B, T, rank, world_size,
@@ -605,6 +610,9 @@ def train(args):
     def log(line):
         with open(log_file, "a") as f:
             f.write(line + "\n")
+
+    def mfu(tokens_per_sec):  # model FLOPs utilisation, for the printed lines; none where the peak is unknown (a CPU)
+        return f" | mfu {100 * flops_token * tokens_per_sec / (peak * world_size):.1f}%" if peak else ""
 
     for step in range(start_step, args.max_steps + 1):
         last_step = step == args.max_steps
@@ -674,16 +682,15 @@ def train(args):
         dt = time.time() - t0
         step_times.append(dt)
         tokens_per_sec = args.total_batch / dt
-        mfu = f" | mfu {100 * flops_token * tokens_per_sec / (peak * world_size):.1f}%" if peak else ""
         if master_process:
             print(f"step {step:5d} | loss {loss:.6f} | lr {lr:.4e} | norm {norm:.4f} | dt {1000 * dt:.1f}ms | "
-                  f"tok/sec {tokens_per_sec:.0f}{mfu}", flush=True)
+                  f"tok/sec {tokens_per_sec:.0f}{mfu(tokens_per_sec)}", flush=True)
             log(f"{step} train {loss:.6f}")
 
     if master_process and len(step_times) > 1:
         dt = sum(step_times[1:]) / len(step_times[1:])  # the first step pays for compilation and warm-up
-        mfu = f", mfu {100 * flops_token * args.total_batch / dt / (peak * world_size):.1f}%" if peak else ""
-        print(f"mean step after the first: {1000 * dt:.1f}ms, {args.total_batch / dt:.0f} tok/sec{mfu}")
+        print(f"mean step after the first: {1000 * dt:.1f}ms, {args.total_batch / dt:.0f} tok/sec"
+              f"{mfu(args.total_batch / dt)}")
 
 
 if __name__ == "__main__":
