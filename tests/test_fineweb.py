@@ -300,7 +300,10 @@ def test_interrupted_run_resumes_to_identical_bytes(tmp_path, capsys, clean_run,
     out = tmp_path / "out"
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "fineweb.py"), "--files", str(files), "--out", str(out), "--shard-size", "800",
-         "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+         "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # a job a shell starts in the background (`pytest &`, some CI runners) ignores SIGINT, and so would the run
+        # it starts: give the run Ctrl-C's default, as a user's foreground command has
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_for_shards(out, 3, process)
         if interrupt == "kill the parent":
