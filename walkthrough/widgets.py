@@ -99,7 +99,7 @@ class Code:
     """Syntax colours for a column of source lines, worked out CHUNK lines at a time as they come into view:
     a 2,000-line diff costs one chunk, not 2,000 lines, to show."""
 
-    CHUNK = 100
+    CHUNK = 50
 
     def __init__(self, lines: list[str], path: str):
         self.lines = lines
