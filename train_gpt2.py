@@ -569,7 +569,7 @@ def train(args):
             hella_examples = hellaswag.load_examples(args.hellaswag_data or hellaswag.download())
         except (OSError, ValueError) as e:
             raise RunError(f"HellaSwag: {e} (or turn it off with --hellaswag-every 0)") from None
-        
+
     # ---- the model
     torch.manual_seed(args.seed)  # every rank starts from the same weights
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer: ~8x the float32 throughput
