@@ -213,10 +213,11 @@ def test_ddp_two_ranks_equal_one_process(tmp_path):
     wa, wb = final_weights(tmp_path / "single"), final_weights(tmp_path / "ddp")
     for key in wa:
         # AdamW divides by sqrt(v): where a gradient is near zero (a rare token's row of wte), summing it in another
-        # order can change that element's step by a few percent of lr (once 1.4e-5 here; typically under 1e-6).
-        # So: every element within a tenth of one step at lr 1e-3, and the tensor as a whole far closer
+        # order can change that element's step by a few percent of lr (once 1.4e-5 here; typically under 1e-6; the
+        # key bias in c_attn has only such gradients, as softmax ignores it). So: every element within a tenth of
+        # one step at lr 1e-3, and each tensor on average within a thousandth of one
         torch.testing.assert_close(wa[key], wb[key], atol=1e-4, rtol=0)
-        assert (wa[key] - wb[key]).abs().mean() < 1e-7, key
+        assert (wa[key] - wb[key]).abs().mean() < 1e-6, key
 
 
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
