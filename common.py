@@ -1,0 +1,70 @@
+"""
+The few helpers every script shares: GPT-2's end-of-text token, one-line user errors, atomic writes, checksums.
+"""
+
+import argparse
+import hashlib
+import os
+import sys
+
+EOT = 50256  # <|endoftext|>: GPT-2's only special token, the last id; fineweb.py puts it before every document
+
+
+class UserError(Exception):
+    """A mistake the user can fix (bad input, a missing file, a folder we must not touch): reported as one line."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with a bad flag reported like every other user mistake: one line on stderr, exit code 1."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        sys.exit(1)
+
+
+def run_cli(prog, run):
+    """run() -> exit code. A user's mistake, or the disk refusing a write, is one line on stderr and exit code 1;
+    anything else is a bug and keeps its traceback."""
+    try:
+        return run() or 0
+    except UserError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+    except OSError as e:  # a full disk, a read-only folder, a file that vanished
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"{prog}: error: {where}{e.strerror or e}", file=sys.stderr)
+    return 1
+
+
+def count(text):
+    """An argparse type: a whole number >= 1, written as 100000000, 100_000_000 or 1e8."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= sys.maxsize or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(value)
+
+
+def write_atomically(path, write):
+    """write(f) into a temporary file beside path, then rename it over path: a crash, a full disk or Ctrl-C leaves
+    the old file or the new one, never half of one, and never the temporary file."""
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename makes it count
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
+
