@@ -68,3 +68,22 @@ def sha256_file(path):
             digest.update(chunk)
     return digest.hexdigest()
 
+
+
+def lock_folder(folder):
+    """Hold an exclusive lock on folder/.lock for as long as the returned file stays open (the process's life): a
+    second process that tries is refused with the first one's pid. The OS drops the lock when its holder dies."""
+    import fcntl  # here: POSIX only, and only the writers need it
+
+    f = open(os.path.join(folder, ".lock"), "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise UserError(f"{folder} is in use by another process (pid {holder}): wait for it, or choose another folder")
+    f.truncate(0)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f

@@ -5,15 +5,18 @@ Reproduce GPT-2 (124M): the model, the data, the optimizer and the training run,
     torchrun --standalone --nproc_per_node=8 train_gpt2.py          # the real run on FineWeb-Edu 10B
 """
 
-import argparse
 import glob
 import math
 import os
 import signal
 import sys
 import time
+import uuid
+from argparse import ArgumentTypeError, BooleanOptionalAction
 from dataclasses import asdict, dataclass
+from functools import partial
 
+import hellaswag_scoring
 import numpy as np
 import tiktoken
 import torch
@@ -22,7 +25,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import hellaswag
+from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, write_atomically
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- model
@@ -35,15 +38,6 @@ class GPTConfig:
     n_layer: int = 12  # transformer blocks
     n_head: int = 12  # attention heads per block
     n_embd: int = 768  # width of the residual stream
-
-
-# GPT-2's four sizes, by depth: d12 is the 124M model this project reproduces
-MODEL_SIZES = {
-    "d12": dict(n_layer=12, n_head=12, n_embd=768),  # 124M
-    "d24": dict(n_layer=24, n_head=16, n_embd=1024),  # 350M
-    "d36": dict(n_layer=36, n_head=20, n_embd=1280),  # 774M
-    "d48": dict(n_layer=48, n_head=25, n_embd=1600),  # 1558M
-}
 
 
 class CausalSelfAttention(nn.Module):
@@ -159,7 +153,7 @@ class GPT(nn.Module):
         model = cls(config)
         sd = model.state_dict()
         sd_hf = hf_model.state_dict()
-        # OpenAI's checkpoint uses a TensorFlow-style Conv1D: its weights are stored (in, out), nn.Linear wants (out, in)
+        # OpenAI's checkpoint has TensorFlow-style Conv1D weights, stored (in, out); nn.Linear wants (out, in)
         transposed = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
         for key, value in sd.items():
             hf_value = sd_hf[key]
@@ -168,6 +162,14 @@ class GPT(nn.Module):
             assert hf_value.shape == value.shape, f"{key}: {tuple(hf_value.shape)} vs {tuple(value.shape)}"
             with torch.no_grad():
                 value.copy_(hf_value)
+        return model
+
+    @classmethod
+    def from_checkpoint(cls, path):
+        """Our GPT, with the weights of a checkpoint that train_gpt2.py wrote (log/model_NNNNN.pt)."""
+        checkpoint = read_checkpoint(path)
+        model = cls(GPTConfig(**checkpoint["config"]))
+        load_weights(model, checkpoint["model"], path)
         return model
 
     def configure_optimizers(self, weight_decay, learning_rate, device_type):
@@ -199,17 +201,14 @@ class GPT(nn.Module):
 # ---- data
 
 
-class RunError(Exception):
-    """Something the user asked for that can't be done (missing data, a bad checkpoint): one line, exit code 1."""
-
-EOT = 50256  # <|endoftext|>: fineweb.py puts it before every document
-
-
 class Shard:
     """One shard's tokens, its documents optionally in a seeded random order, read without copying the shard."""
 
     def __init__(self, tokens, rng=None):
         self.tokens = tokens  # uint16, usually a read-only memory map of a .npy file
+        if len(tokens) and (largest := int(tokens.max())) > EOT:  # a bad id would fail deep inside the embedding
+            where = getattr(tokens, "filename", None) or "a shard"
+            raise UserError(f"{where} holds token id {largest}, but GPT-2's ids stop at {EOT}; re-create it")
         cuts = np.flatnonzero(tokens == EOT) if rng is not None else np.empty(0, dtype=np.int64)
         # documents start at each EOT; a shard can also start mid-document (fineweb.py splits at shard ends)
         starts = np.union1d([0], cuts)
@@ -244,7 +243,7 @@ class DataLoaderLite:
     """
 
     def __init__(self, shards, B, T, rank=0, world_size=1, seed=None):
-        assert shards, "no shards"
+        assert shards and all(len(shard) for shard in shards), "empty shards"
         self.shards, self.B, self.T = shards, B, T
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.epoch, self.shard, self.offset = 0, 0, 0  # the position: this is all the state there is
@@ -297,39 +296,51 @@ class DataLoaderLite:
         buf = torch.from_numpy(buf.astype(np.int64))  # only the (B*T + 1,) batch becomes int64, never a shard
         x = buf[:-1].view(B, T)  # inputs
         y = buf[1:].view(B, T)  # targets: the next token at every position
-        self.epoch, self.shard, self.offset = self._locate(self.epoch, self.shard, self.offset + B * T * self.world_size)
+        self.epoch, self.shard, self.offset = self._locate(
+            self.epoch, self.shard, self.offset + B * T * self.world_size
+        )
         return x, y
 
 
-def load_split(data, split):
-    """The token shards of a split: `*_{split}_*.npy` files of a folder made by fineweb.py, or a text file."""
+def load_split(data, split, min_tokens):
+    """The token shards of a split: `*_{split}_*.npy` files of a folder made by fineweb.py, or a text file.
+    A split must hold min_tokens (one batch for every rank), or its batches would repeat tokens inside themselves."""
     if not os.path.exists(data):
-        raise RunError(f"{data} does not exist: make shards with fineweb.py, or pass --data input.txt")
+        raise UserError(f"{data} does not exist: make shards with fineweb.py, or pass --data input.txt")
     if os.path.isfile(data):
         # a plain text file (tiny shakespeare): tokenize it whole, the last 10% is the validation split
-        with open(data, encoding="utf-8") as f:
-            tokens = np.array(tiktoken.get_encoding("gpt2").encode_ordinary(f.read()), dtype=np.uint16)
-        cut = int(0.9 * len(tokens))
-        return [tokens[:cut] if split == "train" else tokens[cut:]]
-    paths = sorted(glob.glob(os.path.join(data, f"*_{split}_*.npy")))
-    if not paths:
-        raise RunError(f"no {split} shards (*_{split}_*.npy) in {data}: run fineweb.py first, or pass --data FILE")
-    shards = []
-    for path in paths:
         try:
-            shard = np.load(path, mmap_mode="r")  # memory-mapped: the OS pages tokens in as batches need them
-        except (ValueError, OSError) as e:
-            raise RunError(f"{path} is not a readable .npy shard ({e}); re-create it with fineweb.py") from None
-        if shard.dtype != np.uint16 or shard.ndim != 1:
-            raise RunError(f"{path} holds {shard.dtype} of shape {shard.shape}, expected a 1-D uint16 token array")
-        if len(shard) == 0:
-            raise RunError(f"{path} is empty; re-create it with fineweb.py")
-        shards.append(shard)
-    return shards
+            with open(data, encoding="utf-8") as f:
+                tokens = np.array(tiktoken.get_encoding("gpt2").encode_ordinary(f.read()), dtype=np.uint16)
+        except UnicodeDecodeError as e:
+            raise UserError(f"{data} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        cut = int(0.9 * len(tokens))
+        shards = [tokens[:cut] if split == "train" else tokens[cut:]]
+    else:
+        paths = sorted(glob.glob(os.path.join(data, f"*_{split}_*.npy")))
+        if not paths:
+            raise UserError(f"no {split} shards (*_{split}_*.npy) in {data}: run fineweb.py first, or pass a text file")
+        shards = [load_shard(path) for path in paths]
+    if (n := sum(map(len, shards))) < min_tokens:
+        raise UserError(
+            f"the {split} split of {data} holds {n:,} tokens, fewer than one batch for every rank "
+            f"(B*T*processes + 1 = {min_tokens:,}): lower -B or -T, or add data"
+        )
+    return [shard for shard in shards if len(shard)]
+
+
+def load_shard(path):
+    try:
+        shard = np.load(path, mmap_mode="r")  # memory-mapped: the OS pages tokens in as batches need them
+    except (ValueError, OSError) as e:
+        raise UserError(f"{path} is not a readable .npy shard ({e}); re-create it with fineweb.py") from None
+    if shard.dtype != np.uint16 or shard.ndim != 1:
+        raise UserError(f"{path} holds {shard.dtype} of shape {shard.shape}, expected a 1-D uint16 token array")
+    return shard
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- schedule, checkpoints, evaluation
+# ---- optimisation and evaluation
 
 
 def get_lr(step, max_lr, min_lr, warmup_steps, max_steps):
@@ -341,58 +352,6 @@ def get_lr(step, max_lr, min_lr, warmup_steps, max_steps):
     decay_ratio = (step - warmup_steps) / (max_steps - warmup_steps)  # 0 -> 1
     coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # 1 -> 0
     return min_lr + coeff * (max_lr - min_lr)
-
-
-def checkpoint_path(log_dir, step):
-    return os.path.join(log_dir, f"model_{step:05d}.pt")
-
-
-def checkpoints(log_dir):
-    """The checkpoints in log_dir, oldest first: the zero-padded step numbers sort as text."""
-    return sorted(glob.glob(os.path.join(log_dir, "model_*.pt")))
-
-
-def latest_checkpoint(log_dir):
-    paths = checkpoints(log_dir)
-    if not paths:
-        raise RunError(f"--resume: no checkpoint (model_*.pt) in {log_dir}")
-    return paths[-1]
-
-
-def write_atomically(path, write, mode="wb"):
-    """write(f) to a file beside path, then rename it over path: a crash leaves the old file or the new, never half."""
-    tmp = path + ".tmp"
-    with open(tmp, mode) as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def save_checkpoint(path, state):
-    write_atomically(path, lambda f: torch.save(state, f))
-
-
-def load_checkpoint(path):
-    """A checkpoint written by save_checkpoint (a dict with "model", "config", "step", ...)."""
-    if not os.path.isfile(path):
-        raise RunError(f"no checkpoint at {path}")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # weights_only: loading never runs code
-    except Exception as e:  # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
-        raise RunError(f"{path} is not a readable checkpoint: {str(e).splitlines()[0]}") from None
-    if not (isinstance(checkpoint, dict) and "model" in checkpoint and "config" in checkpoint):
-        raise RunError(f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)")
-    return checkpoint
-
-
-def keep_log_before(log_file, step):
-    """A resumed run rewrites its log from `step` on: drop what the interrupted run logged after its checkpoint."""
-    if not os.path.exists(log_file):
-        return
-    with open(log_file) as f:
-        lines = [line for line in f if int(line.split()[0]) < step]
-    write_atomically(log_file, lambda f: f.writelines(lines), mode="w")
 
 
 @torch.no_grad()
@@ -422,15 +381,22 @@ def sample(model, prompt, num_samples, max_length, device, seed, autocast):
     return [enc.decode([t for t in row.tolist() if t < enc.n_vocab]) for row in out]
 
 
-# peak dense bf16 throughput, for the model-FLOPs-utilisation estimate
-PEAK_FLOPS = {"A100": 312e12, "H100": 989e12, "H200": 989e12}
-
-
-def peak_flops(device):
-    if not device.startswith("cuda"):
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((flops for gpu, flops in PEAK_FLOPS.items() if gpu in name), None)
+def hellaswag_accuracy(model, examples, B, device, autocast, ddp):
+    """(correct by acc_norm, total) over all examples: each rank scores every world_size-th of them, in batches of
+    B/4 examples (4 endings each: B rows) padded to one fixed shape, so a compiled model compiles once."""
+    rank, world_size = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    with autocast():
+        counts = hellaswag_scoring.evaluate(
+            model,
+            examples,
+            device=device,
+            batch_size=max(1, B // 4),
+            rank=rank,
+            world_size=world_size,
+            fixed_shape=True,
+        )
+    _, correct_norm, total = all_reduce_sum(list(counts), device, ddp)
+    return correct_norm, total
 
 
 def flops_per_token(model, T):
@@ -443,152 +409,34 @@ def flops_per_token(model, T):
 # ------------------------------------------------------------------------------------------------------------------
 # ---- the run
 
-PRESETS = {
-    # a small model on tiny shakespeare that learns visibly within two minutes on two CPU cores
-    "cpu": dict(
-        data="input.txt", n_layer=4, n_head=4, n_embd=128, batch_size=16, seq_len=64, total_batch=1024,
-        max_lr=1e-3, warmup_steps=20, max_steps=150, val_every=50, val_steps=10, hellaswag_every=0,
-        sample_every=50, checkpoint_every=0, log_dir="log/cpu",
-    ),
-}
-
-
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="Train GPT-2. The defaults are the 124M reproduction on FineWeb-Edu 10B.")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="a named set of defaults; flags still override it")
-    p.add_argument("--data", default="edu_fineweb10B", help="a shard folder from fineweb.py, or a text file")
-    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True,
-                   help="visit shards and documents in a seeded random order each epoch")
-    p.add_argument("--model", choices=sorted(MODEL_SIZES), default="d12", help="d12=124M d24=350M d36=774M d48=1.5B")
-    p.add_argument("--n-layer", type=int, help="override the model size's depth")
-    p.add_argument("--n-head", type=int, help="override the model size's head count")
-    p.add_argument("--n-embd", type=int, help="override the model size's width")
-    p.add_argument("--vocab-size", type=int, default=50304, help="50257 padded up to a multiple of 128 for speed")
-    p.add_argument("--batch-size", "-B", type=int, default=64, help="sequences per micro-batch per process")
-    p.add_argument("--seq-len", "-T", type=int, default=1024, help="tokens per sequence")
-    p.add_argument("--total-batch", type=int, default=524288, help="tokens per optimizer step (2**19, ~0.5M)")
-    p.add_argument("--max-lr", type=float, default=6e-4)
-    p.add_argument("--min-lr-ratio", type=float, default=0.1, help="the cosine decays to this fraction of max-lr")
-    p.add_argument("--warmup-steps", type=int, default=715)
-    p.add_argument("--max-steps", type=int, default=19073, help="10B tokens / 2**19 tokens per step = one epoch")
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--val-every", type=int, default=250, help="0 turns validation off")
-    p.add_argument("--val-steps", type=int, default=20, help="micro-batches per validation")
-    p.add_argument("--hellaswag-every", type=int, default=250, help="0 turns HellaSwag off")
-    p.add_argument("--hellaswag-data", help="a HellaSwag jsonl file (default: download the validation set)")
-    p.add_argument("--sample-every", type=int, default=250, help="0 turns sampling off")
-    p.add_argument("--checkpoint-every", type=int, default=5000, help="0: only at the last step")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="default: on with CUDA")
-    p.add_argument("--dtype", choices=["bfloat16", "float32"], help="autocast dtype; default bfloat16 with CUDA")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--log-dir", default="log")
-    p.add_argument("--resume", nargs="?", const="latest", help="continue from the latest checkpoint in --log-dir, "
-                   "or from the checkpoint given")
-    args, _ = p.parse_known_args(argv)
-    if args.preset:
-        p.set_defaults(**PRESETS[args.preset])
-    return p.parse_args(argv)
-
-
-def setup_distributed(device):
-    """(ddp, rank, local_rank, world_size, device). torchrun sets RANK; a plain `python` run has no process group."""
-    ddp = "RANK" in os.environ
-    rank, local_rank = int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0))
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    if device == "cuda":
-        device = f"cuda:{local_rank}"  # one GPU per process
-    if device.startswith("cuda"):
-        torch.cuda.set_device(device)
-    if ddp:
-        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-    return ddp, rank, local_rank, world_size, device
-
-
-def install_stop_handler():
-    """SIGTERM (a scheduler pre-empting us) or Ctrl-C: finish the step, write a checkpoint, exit cleanly."""
-    stop = {"requested": False}
-
-    def request_stop(signum, frame):
-        stop["requested"] = True
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    return stop
-
-
-def all_reduce_sum(values, device, ddp):
-    """Sum a list of numbers over all ranks (gloo has no AVG, so averages divide a sum)."""
-    t = torch.tensor(values, dtype=torch.float64, device=device)
-    if ddp:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return t.tolist()
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    try:
-        train(args)
-    except RunError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    return 0
-
 
 def train(args):
     ddp, rank, local_rank, world_size, device = setup_distributed(args.device)
     master_process = rank == 0  # the one process that logs, samples and writes checkpoints
     device_type = device.split(":")[0]
     dtype = args.dtype or ("bfloat16" if device_type == "cuda" else "float32")
-
-    def autocast():
-        return torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+    autocast = partial(torch.autocast, device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
     # ---- the batch: B*T tokens per micro-step per process, accumulated up to total_batch tokens per step
     B, T = args.batch_size, args.seq_len
     if args.total_batch % (B * T * world_size) != 0:
-        raise RunError(f"--total-batch {args.total_batch} is not a multiple of B*T*world_size = {B}*{T}*{world_size}")
+        raise UserError(f"--total-batch {args.total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size}")
     grad_accum_steps = args.total_batch // (B * T * world_size)
 
-    # ---- where this run writes: a fresh run never writes over an earlier one
-    log_file = os.path.join(args.log_dir, "log.txt")
-    if not args.resume and (os.path.exists(log_file) or checkpoints(args.log_dir)):
-        raise RunError(f"{args.log_dir} already holds a run: continue it with --resume, or choose another --log-dir")
-
-    train_loader = DataLoaderLite(load_split(args.data, "train"), B, T, rank, world_size,
-                                  seed=args.seed if args.shuffle else None)
-    val_loader = DataLoaderLite(load_split(args.data, "val"), B, T, rank, world_size)
-    hella_examples = None
-    if args.hellaswag_every > 0:
-        try:
-            hella_examples = hellaswag.load_examples(args.hellaswag_data or hellaswag.download())
-        except (OSError, ValueError) as e:
-            raise RunError(f"HellaSwag: {e} (or turn it off with --hellaswag-every 0)") from None
+    # ---- the data, and the folder this run writes (a fresh run never writes over another)
+    run = RunFolder(args, master_process)
+    min_tokens, seed = B * T * world_size + 1, args.seed if args.shuffle else None
+    train_loader = DataLoaderLite(load_split(args.data, "train", min_tokens), B, T, rank, world_size, seed)
+    val_loader = DataLoaderLite(load_split(args.data, "val", min_tokens), B, T, rank, world_size)
+    hella_examples = load_hellaswag(args) if args.hellaswag_every > 0 else None
 
     # ---- the model
     torch.manual_seed(args.seed)  # every rank starts from the same weights
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer: ~8x the float32 throughput
-    config = GPTConfig(vocab_size=args.vocab_size, **MODEL_SIZES[args.model])
-    config.n_layer, config.n_head, config.n_embd = (
-        args.n_layer or config.n_layer, args.n_head or config.n_head, args.n_embd or config.n_embd)
-    checkpoint, start_step = None, 0
-    if args.resume:
-        checkpoint = load_checkpoint(latest_checkpoint(args.log_dir) if args.resume == "latest" else args.resume)
-        config, start_step = GPTConfig(**checkpoint["config"]), checkpoint["step"]
-    if T > config.block_size:
-        raise RunError(f"--seq-len {T} is longer than the model's block size {config.block_size}")
+    config = GPTConfig(vocab_size=args.vocab_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
     model = GPT(config).to(device)
     optimizer = model.configure_optimizers(args.weight_decay, args.max_lr, device_type)
-    if checkpoint:
-        model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        train_loader.load_state_dict(checkpoint["loader"])
-        torch.set_rng_state(checkpoint["rng"])
+    start_step = run.restore(model, optimizer, train_loader)
     raw_model = model  # the plain module: for checkpoints and sampling
     if args.compile if args.compile is not None else device_type == "cuda":
         model = torch.compile(model)
@@ -597,54 +445,30 @@ def train(args):
     eval_model = model.module if ddp else model  # compiled but without DDP's gradient hooks
 
     if master_process:
-        os.makedirs(args.log_dir, exist_ok=True)
-        keep_log_before(log_file, start_step)
-        n_params = sum(p.numel() for p in raw_model.parameters())
-        print(f"{n_params / 1e6:.2f}M parameters on {device} x{world_size} | {dtype} | grad accum {grad_accum_steps} | "
-              f"steps {start_step}..{args.max_steps}" + (f" | resumed from step {start_step}" if checkpoint else ""))
-    stop = install_stop_handler()
+        n_params, resumed = sum(p.numel() for p in raw_model.parameters()), f" | resumed from step {start_step}"
+        print(
+            f"{n_params / 1e6:.2f}M parameters on {device} x{world_size} | {dtype} | grad accum {grad_accum_steps} | "
+            f"steps {start_step}..{args.max_steps}{resumed if start_step else ''}"
+        )
     min_lr = args.max_lr * args.min_lr_ratio
-    flops_token, peak = flops_per_token(raw_model, T), peak_flops(device)
+    mfu = MFU(raw_model, T, device, world_size)
+    stop = StopRequest(device, ddp)  # from here on, SIGTERM or Ctrl-C finish the step, save and exit
     step_times = []
-
-    def log(line):
-        with open(log_file, "a") as f:
-            f.write(line + "\n")
-
-    def mfu(tokens_per_sec):  # model FLOPs utilisation, for the printed lines; none where the peak is unknown (a CPU)
-        return f" | mfu {100 * flops_token * tokens_per_sec / (peak * world_size):.1f}%" if peak else ""
-
     for step in range(start_step, args.max_steps + 1):
         last_step = step == args.max_steps
-        # a stop asked of any rank stops them all at the same step
-        stop_now = all_reduce_sum([stop["requested"]], device, ddp)[0] > 0
-        if master_process and step > start_step and (stop_now or last_step or (
-                args.checkpoint_every > 0 and step % args.checkpoint_every == 0)):
-            save_checkpoint(checkpoint_path(args.log_dir, step), {
-                "model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "config": asdict(config), "loader": train_loader.state_dict(), "rng": torch.get_rng_state(),
-                "args": vars(args),
-            })
-        if stop_now:
-            if master_process:
-                print(f"stopped at step {step}: resume with --resume")
-            break
 
-        # ---- evaluation: validation loss, HellaSwag, samples (all with the compiled model where there is one)
+        # ---- evaluation: validation loss and HellaSwag with the compiled model; samples with the plain one
         if args.val_every > 0 and (step % args.val_every == 0 or last_step):
             loss = val_loss(eval_model, val_loader, args.val_steps, device, autocast)
             loss = all_reduce_sum([loss.item()], device, ddp)[0] / world_size
             if master_process:
                 print(f"validation loss: {loss:.4f}")
-                log(f"{step} val {loss:.4f}")
+                run.log(step, "val", f"{loss:.4f}")
         if hella_examples and (step % args.hellaswag_every == 0 or last_step):
-            with autocast():
-                counts = hellaswag.evaluate(eval_model, hella_examples, device=device, batch_size=max(1, B // 4),
-                                            rank=rank, world_size=world_size, fixed_shape=True)
-            _, correct_norm, total = all_reduce_sum(list(counts), device, ddp)
+            correct_norm, total = hellaswag_accuracy(eval_model, hella_examples, B, device, autocast, ddp)
             if master_process:
                 print(f"HellaSwag accuracy: {int(correct_norm)}/{int(total)}={correct_norm / total:.4f}")
-                log(f"{step} hella {correct_norm / total:.4f}")
+                run.log(step, "hella", f"{correct_norm / total:.4f}")
         if master_process and args.sample_every > 0 and step > 0 and (step % args.sample_every == 0 or last_step):
             for i, text in enumerate(sample(raw_model, "Hello, I'm a language model,", 4, 32, device, 42, autocast)):
                 print(f"sample {i}: {text!r}")
@@ -669,9 +493,7 @@ def train(args):
             loss_accum += loss.detach()
             loss.backward()
         loss = all_reduce_sum([loss_accum.item()], device, ddp)[0] / world_size
-        if not math.isfinite(loss):
-            raise RunError(f"loss is {loss} at step {step}: stopped without saving; the checkpoints in "
-                           f"{args.log_dir} are from before it (try --resume with a lower --max-lr)")
+        stop_if_not_finite(loss, step)  # before the update: a NaN must not reach the weights or a checkpoint
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # bounds the step a bad batch can take
         lr = get_lr(step, args.max_lr, min_lr, args.warmup_steps, args.max_steps)
         for group in optimizer.param_groups:
@@ -681,16 +503,414 @@ def train(args):
             torch.cuda.synchronize()  # wait for the GPU, so the time below is the step's
         dt = time.time() - t0
         step_times.append(dt)
-        tokens_per_sec = args.total_batch / dt
+
+        # ---- log, and a checkpoint every checkpoint_every steps, at the end, and when asked to stop
         if master_process:
-            print(f"step {step:5d} | loss {loss:.6f} | lr {lr:.4e} | norm {norm:.4f} | dt {1000 * dt:.1f}ms | "
-                  f"tok/sec {tokens_per_sec:.0f}{mfu(tokens_per_sec)}", flush=True)
-            log(f"{step} train {loss:.6f}")
+            tokens_per_sec = args.total_batch / dt
+            print(
+                f"step {step:5d} | loss {loss:.6f} | lr {lr:.4e} | norm {norm:.4f} | dt {1000 * dt:.1f}ms | "
+                f"tok/sec {tokens_per_sec:.0f}{mfu(tokens_per_sec)}",
+                flush=True,
+            )
+            run.log(step, "train", f"{loss:.6f}")
+        stopping = stop.requested()
+        if master_process and (stopping or checkpoint_due(step + 1, args.checkpoint_every, args.max_steps)):
+            run.save_checkpoint(step + 1, raw_model, optimizer, train_loader)
+        if stopping:
+            if master_process:
+                print(f"stopped at step {step + 1}: continue with --resume")
+            break
 
     if master_process and len(step_times) > 1:
         dt = sum(step_times[1:]) / len(step_times[1:])  # the first step pays for compilation and warm-up
-        print(f"mean step after the first: {1000 * dt:.1f}ms, {args.total_batch / dt:.0f} tok/sec"
-              f"{mfu(args.total_batch / dt)}")
+        tokens_per_sec = args.total_batch / dt
+        print(f"mean step after the first: {1000 * dt:.1f}ms, {tokens_per_sec:.0f} tok/sec{mfu(tokens_per_sec)}")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# ---- plumbing: devices and processes, the run's folder, signals, MFU, the command line
+
+
+def pick_device(device):
+    """'auto' -> cuda, then mps (Apple silicon), then cpu; a named device is checked to exist here."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise UserError(f"--device {device!r} is not a device: use auto, cpu, cuda, cuda:N or mps") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {device}: this machine has no CUDA GPU that torch can use (try --device cpu)")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise UserError(f"--device {device}: this machine has no Apple GPU that torch can use (try --device cpu)")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise UserError(f"--device {device}: only cpu, cuda and mps are supported")
+    return device
+
+
+def setup_distributed(device):
+    """(ddp, rank, local_rank, world_size, device). torchrun sets RANK; a plain `python` run has no process group."""
+    ddp = "RANK" in os.environ
+    rank, local_rank = int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0))
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    device = pick_device(device)
+    if device == "cuda":
+        device = f"cuda:{local_rank}"  # one GPU per process
+    if device.startswith("cuda"):
+        torch.cuda.set_device(device)
+    if ddp:
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    return ddp, rank, local_rank, world_size, device
+
+
+def all_reduce_sum(values, device, ddp):
+    """Sum a list of numbers over all ranks (gloo has no AVG, so averages divide a sum)."""
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    if ddp:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()
+
+
+def load_hellaswag(args):
+    try:
+        return hellaswag_scoring.load_examples(args.hellaswag_data or hellaswag_scoring.download())
+    except UserError as e:
+        raise UserError(
+            f"HellaSwag: {e} (or pass --hellaswag-data FILE, or turn it off with --hellaswag-every 0)"
+        ) from None
+
+
+class StopRequest:
+    """SIGTERM (a scheduler pre-empting us) or Ctrl-C: the run finishes its step, writes a checkpoint and exits.
+    A second Ctrl-C interrupts at once."""
+
+    def __init__(self, device, ddp):
+        self.device, self.ddp, self.signalled = device, ddp, False
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame):
+        self.signalled = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def requested(self):
+        """Whether any rank was signalled: then all stop at the same step."""
+        return all_reduce_sum([self.signalled], self.device, self.ddp)[0] > 0
+
+
+def stop_if_not_finite(loss, step):
+    if not math.isfinite(loss):
+        raise UserError(
+            f"loss is {loss} at step {step}: stopped without saving; --resume continues from the last "
+            "checkpoint (with a lower --max-lr, say)"
+        )
+
+
+def checkpoint_due(step, every, max_steps):
+    return step == max_steps or (every > 0 and step % every == 0)
+
+
+# the settings a resumed run must share with the run it continues: they decide its weights and its data order
+RUN_SETTINGS = (
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "vocab_size",
+    "seq_len",
+    "total_batch",
+    "seed",
+    "shuffle",
+    "max_lr",
+    "min_lr_ratio",
+    "warmup_steps",
+    "weight_decay",
+)
+
+
+class RunFolder:
+    """The folder one run writes (--log-dir): log.txt and checkpoints model_NNNNN.pt, held by one process at a time.
+
+    Each run has an id, at the top of its log and in each checkpoint, so --resume never continues a checkpoint or a
+    log of another run. A run stopped before its first checkpoint resumes from step 0.
+    """
+
+    def __init__(self, args, master_process):
+        self.args, self.dir, self.master = args, args.log_dir, master_process
+        self.log_file = os.path.join(self.dir, "log.txt")
+        if os.path.exists(self.dir) and not os.path.isdir(self.dir):
+            raise UserError(f"--log-dir {self.dir} is a file, not a folder")
+        log_id, paths = None, checkpoints(self.dir)
+        if master_process:  # only the master writes here, so only it checks and locks the folder
+            os.makedirs(self.dir, exist_ok=True)
+            self.lock = lock_folder(self.dir)  # held until the process exits
+            log_id = read_log(self.log_file)[0]
+            if not args.resume and (os.path.exists(self.log_file) or paths):
+                raise UserError(
+                    f"{self.dir} already holds a run: continue it with --resume, or choose another --log-dir"
+                )
+            if args.resume == "latest" and not paths and not os.path.exists(self.log_file):
+                raise UserError(f"--resume: {self.dir} holds no run to continue (no log.txt, no model_*.pt)")
+        self.checkpoint = None
+        if args.resume not in (None, "latest"):
+            self.checkpoint = read_checkpoint(args.resume)
+        elif args.resume and paths:
+            self.checkpoint = read_checkpoint(paths[-1])
+        elif args.resume and master_process:
+            print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
+        self.run_id = self.checkpoint["run_id"] if self.checkpoint else log_id or uuid.uuid4().hex[:12]
+        if self.checkpoint:
+            self._check_same_run(log_id)
+
+    def _check_same_run(self, log_id):
+        where, saved = self.checkpoint["path"], self.checkpoint["args"]
+        if log_id and log_id != self.run_id:
+            raise UserError(
+                f"{where} is from run {self.run_id}, but {self.log_file} is the log of run {log_id}: "
+                "resume into the checkpoint's own --log-dir"
+            )
+        differ = [
+            f"--{k.replace('_', '-')} {saved[k]} (this run: {getattr(self.args, k)})"
+            for k in RUN_SETTINGS
+            if saved.get(k) != getattr(self.args, k)
+        ]
+        if differ:
+            raise UserError(f"{where} was trained with {', '.join(differ)}: pass its settings to --resume it")
+
+    def restore(self, model, optimizer, loader):
+        """The step to start from: 0 for a fresh run, or the checkpoint's step with its whole state put back."""
+        step = self.checkpoint["step"] if self.checkpoint else 0
+        if self.checkpoint:
+            load_weights(model, self.checkpoint["model"], self.checkpoint["path"])
+            optimizer.load_state_dict(self.checkpoint["optimizer"])
+            loader.load_state_dict(self.checkpoint["loader"])
+            torch.set_rng_state(self.checkpoint["rng"])
+        if self.master:  # the log continues from the checkpoint: what the interrupted run logged after it goes
+            kept = [line for line in read_log(self.log_file)[1] if int(line.split()[0]) < step]
+            lines = [f"# run {self.run_id}\n", *kept]
+            write_atomically(self.log_file, lambda f: f.write("".join(lines).encode()))
+        return step
+
+    def log(self, step, kind, value):
+        with open(self.log_file, "a") as f:
+            f.write(f"{step} {kind} {value}\n")
+
+    def save_checkpoint(self, step, model, optimizer, loader):
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "step": step,
+            "config": asdict(model.config),
+            "loader": loader.state_dict(),
+            "rng": torch.get_rng_state(),
+            "args": vars(self.args),
+            "run_id": self.run_id,
+        }
+        write_atomically(os.path.join(self.dir, f"model_{step:05d}.pt"), lambda f: torch.save(state, f))
+
+
+def checkpoints(log_dir):
+    """The checkpoints in log_dir, oldest first: the zero-padded step numbers sort as text."""
+    return sorted(glob.glob(os.path.join(log_dir, "model_[0-9]*.pt")))
+
+
+# what a checkpoint holds, and the type of each entry: checked before anything is used
+CHECKPOINT_ENTRIES = {
+    "model": dict,
+    "optimizer": dict,
+    "step": int,
+    "config": dict,
+    "loader": dict,
+    "rng": torch.Tensor,
+    "args": dict,
+    "run_id": str,
+}
+
+
+def read_checkpoint(path):
+    """The dict save_checkpoint wrote, its entries checked, plus "path"."""
+    if not os.path.isfile(path):
+        raise UserError(f"no checkpoint at {path}")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # weights_only: loading never runs code
+    except Exception as e:  # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
+        reason = str(e).splitlines()[0].split(" (")[0]  # the first line, without torch's advice to unpickle anyway
+        raise UserError(f"{path} is not a readable checkpoint: {reason}") from None
+    wrong = (
+        [key for key, kind in CHECKPOINT_ENTRIES.items() if not isinstance(checkpoint.get(key), kind)]
+        if isinstance(checkpoint, dict)
+        else list(CHECKPOINT_ENTRIES)
+    )
+    if wrong:
+        raise UserError(f"{path} is not a train_gpt2.py checkpoint: {', '.join(wrong)} missing or of the wrong type")
+    try:
+        GPTConfig(**checkpoint["config"])
+    except TypeError as e:
+        raise UserError(f"{path}: its config does not fit GPTConfig ({e})") from None
+    return checkpoint | {"path": path}
+
+
+def load_weights(model, state, path):
+    """model.load_state_dict(state), with a mismatch named in one line instead of torch's page of keys."""
+    expected = model.state_dict()
+    problems = [f"missing {k}" for k in expected.keys() - state.keys()]
+    problems += [f"unexpected {k}" for k in state.keys() - expected.keys()]
+    problems += [
+        f"{k} is {tuple(getattr(state[k], 'shape', ()))}, the model wants {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and getattr(state[k], "shape", None) != v.shape
+    ]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise UserError(f"{path} does not match the model of its config: {'; '.join(sorted(problems)[:3])}{more}")
+    model.load_state_dict(state)
+
+
+def read_log(path):
+    """(run id, the step lines) of a log.txt. A half-written last line (a kill mid-write) is dropped with a
+    warning; any other line that is not `{step} {kind} {value}` is an error naming it."""
+    if not os.path.exists(path):
+        return None, []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.readlines()
+    run_id, kept = None, []
+    for number, line in enumerate(lines, 1):
+        fields = line.split()
+        if number == 1 and line.startswith("# run ") and len(fields) == 3:
+            run_id = fields[2]
+        elif len(fields) == 3 and fields[0].isdigit() and line.endswith("\n"):
+            kept.append(line)
+        elif number == len(lines) and not line.endswith("\n"):
+            print(f"warning: {path}:{number}: dropped a half-written line {line.strip()!r}", file=sys.stderr)
+        else:
+            raise UserError(f"{path}:{number}: expected '<step> <kind> <value>', got {line.strip()!r}")
+    return run_id, kept
+
+
+class MFU:
+    """Model FLOPs utilisation: the share of the GPUs' peak bf16 throughput that the model's own math uses."""
+
+    PEAK_FLOPS = {"A100": 312e12, "H100": 989e12, "H200": 989e12}  # dense bf16, per GPU
+
+    def __init__(self, model, T, device, world_size):
+        self.flops_per_token, self.world_size = flops_per_token(model, T), world_size
+        name = torch.cuda.get_device_name(device) if device.startswith("cuda") else ""
+        self.peak = next((flops for gpu, flops in self.PEAK_FLOPS.items() if gpu in name), None)
+
+    def __call__(self, tokens_per_sec):
+        """' | mfu 41.3%' for the printed lines, or nothing where the peak is unknown (a CPU, another GPU)."""
+        if not self.peak:
+            return ""
+        return f" | mfu {100 * self.flops_per_token * tokens_per_sec / (self.peak * self.world_size):.1f}%"
+
+
+PRESETS = {
+    # a small model on tiny shakespeare that learns visibly within two minutes on two CPU cores
+    "cpu": dict(
+        data="input.txt",
+        n_layer=4,
+        n_head=4,
+        n_embd=128,
+        batch_size=16,
+        seq_len=64,
+        total_batch=1024,
+        max_lr=1e-3,
+        warmup_steps=20,
+        max_steps=150,
+        val_every=50,
+        val_steps=10,
+        hellaswag_every=0,
+        sample_every=50,
+        checkpoint_every=0,
+        log_dir="log/cpu",
+    ),
+    # GPT-2's larger sizes, with GPT-3's learning rate for a model of that size (GPT-3 paper, table 2.1)
+    "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024, max_lr=3e-4),  # 350M
+    "gpt2-large": dict(n_layer=36, n_head=20, n_embd=1280, max_lr=2.5e-4),  # 774M
+    "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600, max_lr=2e-4),  # 1558M
+}
+
+
+# argparse types beside common.count (a whole number >= 1); a ValueError becomes argparse's "invalid value" line
+
+
+def whole(text):
+    return 0 if float(text) == 0 else count(text)
+
+
+def positive_float(text):
+    if not (math.isfinite(value := float(text)) and value > 0):
+        raise ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def fraction(text):
+    if not 0 <= (value := float(text)) <= 1:  # nan fails too
+        raise ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
+def parse_args(argv=None):
+    p = ArgumentParser(description="Train GPT-2. The defaults are the 124M reproduction on FineWeb-Edu 10B.")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a named set of defaults; flags still override it")
+    p.add_argument("--data", default="edu_fineweb10B", help="a shard folder from fineweb.py, or a text file")
+    p.add_argument(
+        "--shuffle",
+        action=BooleanOptionalAction,
+        default=True,
+        help="visit shards and documents in a seeded random order each epoch",
+    )
+    p.add_argument("--n-layer", type=count, default=12, help="transformer blocks")
+    p.add_argument("--n-head", type=count, default=12, help="attention heads per block")
+    p.add_argument("--n-embd", type=count, default=768, help="width of the residual stream")
+    p.add_argument("--vocab-size", type=count, default=50304, help="50257 padded up to a multiple of 128 for speed")
+    p.add_argument("--batch-size", "-B", type=count, default=64, help="sequences per micro-batch per process")
+    p.add_argument("--seq-len", "-T", type=count, default=1024, help="tokens per sequence")
+    p.add_argument("--total-batch", type=count, default=524288, help="tokens per optimizer step (2**19, ~0.5M)")
+    p.add_argument("--max-lr", type=positive_float, default=6e-4)
+    p.add_argument("--min-lr-ratio", type=fraction, default=0.1, help="the cosine decays to this fraction of max-lr")
+    p.add_argument("--warmup-steps", type=whole, default=715)
+    p.add_argument("--max-steps", type=count, default=19073, help="10B tokens / 2**19 tokens per step = one epoch")
+    p.add_argument("--weight-decay", type=fraction, default=0.1)
+    p.add_argument("--val-every", type=whole, default=250, help="0 turns validation off")
+    p.add_argument("--val-steps", type=count, default=20, help="micro-batches per validation")
+    p.add_argument("--hellaswag-every", type=whole, default=250, help="0 turns HellaSwag off")
+    p.add_argument("--hellaswag-data", help="a HellaSwag jsonl file (default: download the validation set)")
+    p.add_argument("--sample-every", type=whole, default=250, help="0 turns sampling off")
+    p.add_argument("--checkpoint-every", type=whole, default=5000, help="0: only at the last step")
+    p.add_argument("--compile", action=BooleanOptionalAction, default=None, help="default: on with CUDA")
+    p.add_argument("--dtype", choices=["bfloat16", "float32"], help="autocast dtype; default bfloat16 with CUDA")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--log-dir", default="log")
+    p.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        help="continue from the latest checkpoint in --log-dir, or from the checkpoint given",
+    )
+    args, _ = p.parse_known_args(argv)
+    if args.preset:
+        p.set_defaults(**PRESETS[args.preset])
+    args = p.parse_args(argv)
+    if args.n_embd % args.n_head:
+        p.error(f"--n-embd {args.n_embd} must be a multiple of --n-head {args.n_head} (each head gets n_embd/n_head)")
+    if args.vocab_size < 50257:
+        p.error(f"--vocab-size {args.vocab_size} is smaller than GPT-2's tokenizer (50257 tokens)")
+    if args.seq_len > GPTConfig.block_size:
+        p.error(f"--seq-len {args.seq_len} is longer than the model's block size {GPTConfig.block_size}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        return run_cli("train_gpt2.py", lambda: train(args))
+    except KeyboardInterrupt:  # before the first step, where Ctrl-C has nothing to save yet
+        print("train_gpt2.py: interrupted before the first step; nothing was saved", file=sys.stderr)
+        return 130
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":
