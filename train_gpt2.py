@@ -16,7 +16,6 @@ from argparse import ArgumentTypeError, BooleanOptionalAction
 from dataclasses import asdict, dataclass
 from functools import partial
 
-import hellaswag_scoring
 import numpy as np
 import tiktoken
 import torch
@@ -25,6 +24,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import hellaswag_scoring
 from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, write_atomically
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -777,13 +777,20 @@ def read_log(path):
         fields = line.split()
         if number == 1 and line.startswith("# run ") and len(fields) == 3:
             run_id = fields[2]
-        elif len(fields) == 3 and fields[0].isdigit() and line.endswith("\n"):
+        elif len(fields) == 3 and fields[0].isdigit() and is_number(fields[2]) and line.endswith("\n"):
             kept.append(line)
         elif number == len(lines) and not line.endswith("\n"):
             print(f"warning: {path}:{number}: dropped a half-written line {line.strip()!r}", file=sys.stderr)
         else:
             raise UserError(f"{path}:{number}: expected '<step> <kind> <value>', got {line.strip()!r}")
     return run_id, kept
+
+
+def is_number(text):
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 class MFU:
