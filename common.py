@@ -69,7 +69,6 @@ def sha256_file(path):
     return digest.hexdigest()
 
 
-
 def lock_folder(folder):
     """Hold an exclusive lock on folder/.lock for as long as the returned file stays open (the process's life): a
     second process that tries is refused with the first one's pid. The OS drops the lock when its holder dies."""
@@ -82,7 +81,9 @@ def lock_folder(folder):
         f.seek(0)
         holder = f.read().strip() or "unknown"
         f.close()
-        raise UserError(f"{folder} is in use by another process (pid {holder}): wait for it, or choose another folder")
+        raise UserError(
+            f"{folder} is in use by another process (pid {holder}): wait for it, or choose another folder"
+        ) from None
     f.truncate(0)
     f.write(f"{os.getpid()}\n")
     f.flush()
