@@ -420,7 +420,7 @@ def train(args):
     # ---- the batch: B*T tokens per micro-step per process, accumulated up to total_batch tokens per step
     B, T = args.batch_size, args.seq_len
     if args.total_batch % (B * T * world_size) != 0:
-        raise UserError(f"--total-batch {args.total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size}")
+        raise UserError(f"--total-batch {args.total_batch} is not a multiple of B*T*world_size = {B}*{T}*{world_size}")
     grad_accum_steps = args.total_batch // (B * T * world_size)
 
     # ---- the data, and the folder this run writes (a fresh run never writes over another)

@@ -1,0 +1,317 @@
+"""Bad input, kills, full disks and two runs at once: train_gpt2.py, hellaswag.py, plot_log.py and common.py.
+
+A user's mistake is one line on stderr and exit code 1, never a traceback; nothing is lost or left behind; nothing hangs.
+"""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import common
+import train_gpt2
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--data", "input.txt", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "-B", "2", "-T", "32",
+        "--total-batch", "64", "--val-every", "0", "--hellaswag-every", "0", "--sample-every", "0", "--device", "cpu"]
+
+
+def script(name, *args, timeout=120):
+    return subprocess.run([sys.executable, name, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_line_error(proc, *words):
+    """The process failed with one line on stderr (warnings aside) that holds every word."""
+    lines = [line for line in proc.stderr.splitlines() if "warning" not in line.lower()]
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def main_error(capsys, argv, *words):
+    """train_gpt2.main(argv) in this process: exit code 1 and one line on stderr holding every word."""
+    try:
+        code = train_gpt2.main([str(a) for a in argv])
+    except SystemExit as e:  # argparse
+        code = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1, err
+    assert len(err) == 1, err
+    for word in words:
+        assert word in err[0], (word, err[0])
+
+
+def tmp_leftovers(folder):
+    return [p.name for p in Path(folder).rglob("*.tmp")]
+
+
+# ---- flags: checked when parsed, each mistake one line
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["-B", "0"], ["--batch-size", "at least 1"]),
+        (["-B", "-4"], ["--batch-size"]),
+        (["-T", "0"], ["--seq-len"]),
+        (["-T", "2048"], ["block size 1024"]),
+        (["--n-layer", "0"], ["--n-layer"]),
+        (["--n-head", "3", "--n-embd", "128"], ["multiple of --n-head 3"]),
+        (["--vocab-size", "0"], ["--vocab-size"]),
+        (["--vocab-size", "100"], ["smaller than GPT-2's tokenizer"]),
+        (["--max-lr", "nan"], ["--max-lr", "positive number"]),
+        (["--max-lr", "-1"], ["--max-lr"]),
+        (["--weight-decay", "2"], ["--weight-decay", "0 to 1"]),
+        (["--val-steps", "0"], ["--val-steps"]),
+        (["--max-steps", "many"], ["--max-steps", "whole number"]),
+        (["--preset", "d99"], ["invalid choice"]),
+        (["--device", "nonsense"], ["'nonsense' is not a device"]),
+        (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "nonsense"], ["--device"]),
+    ],
+)
+def test_bad_flags(capsys, tmp_path, flags, words):
+    main_error(capsys, [*TINY, "--log-dir", tmp_path / "log", *flags], *words)
+    assert not (tmp_path / "log").exists()
+
+
+def test_flags_as_a_user_sees_them():
+    """The same, through the real script: one line, exit 1, no traceback."""
+    one_line_error(script("train_gpt2.py", "--preset", "cpu", "-B", "0"), "train_gpt2.py: error:", "--batch-size")
+
+
+def test_log_dir_that_is_a_file(capsys, tmp_path):
+    (tmp_path / "log").write_text("not a folder")
+    main_error(capsys, [*TINY, "--log-dir", tmp_path / "log"], "is a file")
+    assert (tmp_path / "log").read_text() == "not a folder"
+
+
+# ---- data that cannot make a batch, or is not GPT-2 tokens
+
+
+@pytest.mark.parametrize("text", ["", "Hi", "word " * 40])
+def test_too_little_data_is_refused_not_a_hang(tmp_path, text):
+    (tmp_path / "small.txt").write_text(text)
+    proc = script("train_gpt2.py", *TINY, "--data", tmp_path / "small.txt", "--log-dir", tmp_path / "log", timeout=60)
+    one_line_error(proc, "small.txt", "fewer than one batch", "65")
+
+
+def test_shard_with_ids_beyond_the_vocabulary(tmp_path):
+    np.save(tmp_path / "x_val_000000.npy", np.arange(2000, dtype=np.uint16))
+    np.save(tmp_path / "x_train_000001.npy", np.full(2000, 60000, dtype=np.uint16))
+    proc = script("train_gpt2.py", *TINY, "--data", tmp_path, "--log-dir", tmp_path / "log")
+    one_line_error(proc, "x_train_000001.npy", "token id 60000")
+
+
+def test_npy_with_a_corrupt_header(tmp_path):
+    np.save(tmp_path / "x_val_000000.npy", np.arange(2000, dtype=np.uint16))
+    shard = tmp_path / "x_train_000001.npy"
+    np.save(shard, np.arange(2000, dtype=np.uint16))
+    raw = bytearray(shard.read_bytes())
+    raw[20] = ord("!")  # inside the header's dict
+    shard.write_bytes(bytes(raw))
+    one_line_error(script("train_gpt2.py", *TINY, "--data", tmp_path, "--log-dir", tmp_path / "log"),
+                   "x_train_000001.npy")
+
+
+# ---- runs: identity, resume, the lock
+
+
+def first_run(tmp_path, steps=2):
+    log_dir = tmp_path / "log"
+    proc = script("train_gpt2.py", *TINY, "--max-steps", steps, "--log-dir", log_dir)
+    assert proc.returncode == 0, proc.stderr
+    return log_dir
+
+
+def test_resume_refuses_another_runs_log(tmp_path):
+    log_dir = first_run(tmp_path)
+    text = (log_dir / "log.txt").read_text()
+    (log_dir / "log.txt").write_text(text.replace(text.split()[2], "someoneelse", 1))
+    line = one_line_error(script("train_gpt2.py", *TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"),
+                          "model_00002.pt", "someoneelse")
+    assert "is from run" in line
+    assert "someoneelse" in (log_dir / "log.txt").read_text()  # nothing truncated
+
+
+def test_resume_refuses_other_sizes_and_settings(tmp_path):
+    log_dir = first_run(tmp_path)
+    one_line_error(script("train_gpt2.py", *TINY, "--n-layer", 3, "--log-dir", log_dir, "--resume"),
+                   "--n-layer 2 (this run: 3)")
+    one_line_error(script("train_gpt2.py", *TINY, "--seed", 7, "--log-dir", log_dir, "--resume"),
+                   "--seed 1337 (this run: 7)")
+
+
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path):
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    (log_dir / "log.txt").write_text("# run abc123\n0 train 10.9\n1 train 10.")  # killed mid-write, no checkpoint
+    one_line_error(script("train_gpt2.py", *TINY, "--log-dir", log_dir), "already holds a run", "--resume")
+    proc = script("train_gpt2.py", *TINY, "--max-steps", 2, "--log-dir", log_dir, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert "starts again from step 0" in proc.stderr and "half-written" in proc.stderr
+    lines = (log_dir / "log.txt").read_text().splitlines()
+    assert lines[0] == "# run abc123" and [line.split()[:2] for line in lines[1:]] == [["0", "train"], ["1", "train"]]
+
+
+def test_resume_with_nothing_to_resume(tmp_path):
+    one_line_error(script("train_gpt2.py", *TINY, "--log-dir", tmp_path / "log", "--resume"), "no run to continue")
+
+
+def test_garbage_in_the_log_names_its_line(tmp_path):
+    log_dir = first_run(tmp_path)
+    with open(log_dir / "log.txt", "a") as f:
+        f.write("garbage here\n3 train 1.0\n")
+    one_line_error(script("train_gpt2.py", *TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"),
+                   "log.txt:4:", "garbage here")
+
+
+@pytest.mark.parametrize(
+    "state, words",
+    [
+        ({"model": {}}, ["optimizer", "missing or of the wrong type"]),
+        ({"model": {}, "optimizer": {}, "step": "2", "config": {}, "loader": {}, "rng": torch.zeros(1), "args": {},
+          "run_id": "x"}, ["step"]),
+        ([1, 2, 3], ["not a train_gpt2.py checkpoint"]),
+    ],
+)
+def test_crafted_checkpoints(tmp_path, state, words):
+    torch.save(state, tmp_path / "model_00005.pt")
+    one_line_error(script("train_gpt2.py", *TINY, "--log-dir", tmp_path, "--resume"), "model_00005.pt", *words)
+
+
+def wait_for(path, proc, seconds=60):
+    deadline = time.time() + seconds
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_two_trainings_never_share_a_log_dir(tmp_path):
+    log_dir = tmp_path / "log"
+    first = subprocess.Popen([sys.executable, "train_gpt2.py", *TINY, "--max-steps", "100000", "--log-dir", log_dir],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(log_dir / "log.txt", first)
+        second = script("train_gpt2.py", *TINY, "--log-dir", log_dir, "--resume")
+        one_line_error(second, str(log_dir), "in use by another process", f"pid {first.pid}")
+    finally:
+        first.send_signal(signal.SIGTERM)
+        out, _ = first.communicate(timeout=60)
+    assert first.returncode == 0 and "stopped at step" in out  # the first run was untouched: it saves and exits
+
+
+def test_ctrl_c_before_the_first_step_stops_at_once(tmp_path):
+    # the 124M model takes seconds to build on a CPU: the signal lands there, before the loop's own handler
+    log_dir = tmp_path / "log"
+    proc = subprocess.Popen([sys.executable, "train_gpt2.py", "--data", "input.txt", "-B", "1", "-T", "32",
+                             "--total-batch", "32", "--device", "cpu", "--hellaswag-every", "0", "--log-dir", log_dir],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(log_dir / ".lock", proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted before the first step" in err
+
+
+# ---- full disks and read-only folders
+
+
+def test_a_failed_checkpoint_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def disk_full(obj, f):
+        f.write(b"x" * 1000)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f.name)
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    target = tmp_path / "model_00001.pt"
+    with pytest.raises(OSError):
+        common.write_atomically(target, lambda f: torch.save({}, f))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_os_errors_are_one_line(capsys, tmp_path):
+    def full():
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "model_00001.pt.tmp"))
+
+    assert common.run_cli("train_gpt2.py", full) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"train_gpt2.py: error: {tmp_path / 'model_00001.pt.tmp'}: No space left on device"
+
+
+def test_a_full_disk_during_training_is_one_line_and_resumable(tmp_path):
+    # a checkpoint write that fails as a full disk would (sitecustomize-free: a wrapper script patches torch.save)
+    wrapper = tmp_path / "full_disk.py"
+    wrapper.write_text(
+        "import errno, os, runpy, sys, torch\n"
+        "def save(obj, f):\n"
+        "    f.write(b'partial')\n"
+        "    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f.name)\n"
+        "torch.save = save\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "sys.argv = ['train_gpt2.py', *sys.argv[1:]]\n"
+        "runpy.run_path('train_gpt2.py', run_name='__main__')\n"
+    )
+    log_dir = tmp_path / "log"
+    proc = script(wrapper, *TINY, "--max-steps", 2, "--log-dir", log_dir)
+    one_line_error(proc, "model_00002.pt.tmp", "No space left on device")
+    assert tmp_leftovers(log_dir) == []
+    again = script("train_gpt2.py", *TINY, "--max-steps", 2, "--log-dir", log_dir, "--resume")
+    assert again.returncode == 0, again.stderr  # no checkpoint was written: the run starts again from step 0
+    assert (log_dir / "model_00002.pt").exists()
+
+
+# ---- hellaswag.py and plot_log.py
+
+
+def test_hellaswag_context_longer_than_the_model(tmp_path):
+    """A 3,000-token context is cut from the left to the model's 1,024 positions, as lm-eval does."""
+    import hellaswag_scoring
+
+    model = train_gpt2.GPT(train_gpt2.GPTConfig(block_size=64, n_layer=1, n_head=1, n_embd=16)).eval()
+    example = {"ctx": "word " * 3000, "endings": ["a", "b c", "d e f", "g"], "label": 0}
+    (pred, pred_norm), = hellaswag_scoring.predict(model, [example], device="cpu", fixed_shape=True)
+    assert 0 <= pred < 4 and 0 <= pred_norm < 4
+    ctx, cont = hellaswag_scoring.fit(list(range(3000)), [7, 8, 9], 64)
+    assert ctx == list(range(3000 - 62, 3000)) and len(ctx) + len(cont) - 1 == 64
+    with pytest.raises(common.UserError, match="does not fit"):
+        hellaswag_scoring.fit([1], list(range(70)), 64)
+
+
+def test_hellaswag_on_a_corrupt_transformers_folder(tmp_path):
+    folder = tmp_path / "broken-gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text("{ not json")
+    data = tmp_path / "h.jsonl"
+    data.write_text(json.dumps({"ctx": "A", "endings": ["b", "c", "d", "e"], "label": 0}) + "\n")
+    one_line_error(script("hellaswag.py", "--model", folder, "--data", data, "--device", "cpu"),
+                   "hellaswag.py: error:", "broken-gpt2")
+
+
+def test_hellaswag_bad_device():
+    one_line_error(script("hellaswag.py", "--device", "nonsense"), "not a device")
+
+
+def test_plot_into_a_missing_folder(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("0 train 10.9\n1 train 9.0\n")
+    one_line_error(script("plot_log.py", log, "-o", tmp_path / "no" / "such" / "x.png"), "plot_log.py: error:",
+                   "No such file or directory")
+
+
+def test_plot_names_the_file_it_writes(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("0 train 10.9\n1 train 9.0\n")
+    proc = script("plot_log.py", log, "-o", tmp_path / "curves")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"wrote {tmp_path / 'curves.png'}" and (tmp_path / "curves.png").exists()
