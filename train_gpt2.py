@@ -610,21 +610,8 @@ def checkpoint_due(step, every, max_steps):
     return step == max_steps or (every > 0 and step % every == 0)
 
 
-# the settings a resumed run must share with the run it continues: they decide its weights and its data order
-RUN_SETTINGS = (
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "vocab_size",
-    "seq_len",
-    "total_batch",
-    "seed",
-    "shuffle",
-    "max_lr",
-    "min_lr_ratio",
-    "warmup_steps",
-    "weight_decay",
-)
+# besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
+RUN_SETTINGS = "seq_len total_batch seed shuffle max_lr min_lr_ratio warmup_steps weight_decay".split()
 
 
 class RunFolder:
@@ -680,6 +667,9 @@ class RunFolder:
         """The step to start from: 0 for a fresh run, or the checkpoint's step with its whole state put back."""
         step = self.checkpoint["step"] if self.checkpoint else 0
         if self.checkpoint:
+            saved, ours = self.checkpoint["config"], asdict(model.config)  # the flags' model and the checkpoint's
+            if differ := [f"{k} {saved.get(k)} (this run: {v})" for k, v in ours.items() if saved.get(k) != v]:
+                raise UserError(f"{self.checkpoint['path']} is a model with {', '.join(differ)}: pass its sizes")
             load_weights(model, self.checkpoint["model"], self.checkpoint["path"])
             optimizer.load_state_dict(self.checkpoint["optimizer"])
             loader.load_state_dict(self.checkpoint["loader"])
@@ -710,7 +700,7 @@ class RunFolder:
 
 def checkpoints(log_dir):
     """The checkpoints in log_dir, oldest first: the zero-padded step numbers sort as text."""
-    return sorted(glob.glob(os.path.join(log_dir, "model_[0-9]*.pt")))
+    return sorted(glob.glob(os.path.join(log_dir, "model_*.pt")))
 
 
 # what a checkpoint holds, and the type of each entry: checked before anything is used
