@@ -28,14 +28,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the package, and the tests' write_series
 
 from textual.highlight import highlight  # noqa: E402
 
-from walkthrough.demo import write_series  # noqa: E402
 from walkthrough.gitcmd import ISOLATED  # noqa: E402
-from walkthrough.series import build  # noqa: E402
+from walkthrough.patches import build  # noqa: E402
 from walkthrough.widgets import Code  # noqa: E402
+from walkthrough_fixtures import write_series  # noqa: E402
 
 STEPS = 30
 BIG = 2_000  # lines in the big step's diff

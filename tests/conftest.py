@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -12,3 +14,11 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and _shared_tiktoken.is_dir():
 # no test may touch the network: make HF libraries fail fast instead of hanging
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+from repos import make_odd_repo  # noqa: E402  (it imports walkthrough, from ROOT)
+
+
+@pytest.fixture(scope="module")
+def odd_repo(tmp_path_factory) -> Path:
+    """Seven odd first-parent steps (see repos.make_odd_repo), for the walkthrough's model and app tests."""
+    return make_odd_repo(tmp_path_factory.mktemp("odd") / "repo")

@@ -25,7 +25,8 @@ from typing import Callable
 
 import pytest
 
-from walkthrough.series import build, check, read_steps
+from walkthrough.cli import check_series as check
+from walkthrough.patches import build, read_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ROOT / "steps"

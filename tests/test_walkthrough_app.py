@@ -7,15 +7,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_walkthrough_model import BIG_LINES, make_odd_repo
 from textual.widgets import OptionList
 
+from repos import BIG_LINES
 from walkthrough.app import WalkthroughApp
 from walkthrough.bookmark import Bookmarks
-from walkthrough.demo import DEMO_STEPS, write_series
 from walkthrough.history import load_series
-from walkthrough.series import HISTORY_RANGE, build
+from walkthrough.patches import HISTORY_RANGE, build
+from walkthrough.rows import MAX_ROWS
 from walkthrough.widgets import DiffView, FileList, HelpScreen, Narration, StepList
+from walkthrough_fixtures import DEMO_STEPS, write_series
 
 SIZE = (120, 40)
 
@@ -26,11 +27,6 @@ def demo_history(tmp_path_factory) -> Path:
     write_series(root / "steps", DEMO_STEPS)
     build(root / "steps", root / "history")
     return root / "history"
-
-
-@pytest.fixture(scope="module")
-def odd_repo(tmp_path_factory) -> Path:
-    return make_odd_repo(tmp_path_factory.mktemp("odd") / "repo")
 
 
 def drive(app: WalkthroughApp, steps, size) -> None:
@@ -261,7 +257,7 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
         ]
         diff = app.query_one(DiffView)
         assert diff.rows[-1].text == (
-            f"… the diff is {BIG_LINES:,} lines; showing the first {DiffView.MAX_ROWS - 2:,}. "
+            f"… the diff is {BIG_LINES:,} lines; showing the first {MAX_ROWS - 2:,}. "
             f"See it all: git show {app.series.steps[-1].ref}"
         )
         await pilot.press("colon", "1", "enter")

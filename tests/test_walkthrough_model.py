@@ -7,68 +7,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from git import Git
 
+from repos import BIG_LINES, commit, git
 from walkthrough.bookmark import Bookmarks
-from walkthrough.cli import main
-from walkthrough.demo import DEMO_STEPS, write_series
+from walkthrough.cli import SERIES_FILES, check_series, main
 from walkthrough.diff import parse_diff, side_by_side
 from walkthrough.errors import WalkthroughError
-from walkthrough.gitcmd import ISOLATED, run_git
 from walkthrough.history import load_series
-from walkthrough.series import FINAL_FILES, build, check, export
+from walkthrough.patches import build, check, export
+from walkthrough.rows import MAX_ROWS, columns, diff_layout, file_layout
+from walkthrough_fixtures import DEMO_STEPS, write_series
 
 ROOT = Path(__file__).resolve().parents[1]
-# a fixed identity and date for the repositories the tests make, whatever the machine's git config says
-ENV = {
-    **ISOLATED,
-    **{f"GIT_{who}_NAME": "Test" for who in ("AUTHOR", "COMMITTER")},
-    **{f"GIT_{who}_EMAIL": "test@example.invalid" for who in ("AUTHOR", "COMMITTER")},
-    **{f"GIT_{who}_DATE": "1700000000 +0000" for who in ("AUTHOR", "COMMITTER")},
-}
-BIG_LINES = 10_000
-
-
-def git(path: Path, *args: str) -> str:
-    return run_git(Git(str(path)), *args, env=ENV).decode()
-
-
-def commit(path: Path, message: str, files: dict) -> None:
-    """Write (or, for None, delete) files, then commit everything."""
-    for name, content in files.items():
-        target = path / name
-        if content is None:
-            target.unlink()
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content if isinstance(content, bytes) else content.encode())
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", message)
-
-
-def make_odd_repo(path: Path) -> Path:
-    """Seven first-parent steps: a root commit with a binary file, a rename, a deletion, non-UTF-8 text,
-    a change on main, a merge, and a 10,000-line file."""
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    commit(path, "Add files\n\nA script and a logo.", {"a.py": "print('hi')\nx = 1\n", "logo.bin": bytes(range(256))})
-    commit(path, "Rename the script", {"a.py": None, "b.py": "print('hi')\nx = 1\n"})
-    commit(path, "Drop the logo", {"logo.bin": None})
-    commit(path, "Latin-1 notes", {"notes.txt": b"caf\xe9 cr\xe8me\n"})
-    git(path, "checkout", "-q", "-b", "side")
-    commit(path, "Side work", {"side.txt": "from the side\n"})
-    git(path, "checkout", "-q", "main")
-    commit(path, "Main work", {"b.py": "print('hello')\nx = 1\n"})
-    git(path, "merge", "-q", "--no-ff", "side", "-m", "Merge side")
-    commit(path, "A big file", {"big.txt": "".join(f"line {n}\n" for n in range(BIG_LINES))})
-    return path
-
-
-@pytest.fixture(scope="module")
-def odd_repo(tmp_path_factory) -> Path:
-    return make_odd_repo(tmp_path_factory.mktemp("odd") / "repo")
-
-
 # ---- diffs
 
 
@@ -163,6 +113,53 @@ def test_reading_errors_are_one_line(odd_repo, path, rev_range, message):
     assert "\n" not in str(error.value)
 
 
+# ---- the diff pane's rows
+
+
+def test_rows_of_a_huge_diff_stop_at_the_cap_and_say_so(odd_repo):
+    (big,) = load_series(odd_repo).files(6)
+    layout = diff_layout([big], split=False, ref="step-07")
+    assert len(layout.rows) == MAX_ROWS + 1 and layout.rows[0].text == "A big.txt   +10000 −0"
+    assert layout.rows[-1].text == (
+        f"… the diff is {BIG_LINES:,} lines; showing the first {MAX_ROWS - 2:,}. See it all: git show step-07"
+    )
+    lines = big.hunks[0].lines
+    assert layout.line_rows[id(lines[0])] == 2 and id(lines[MAX_ROWS]) not in layout.line_rows
+    assert layout.last_number == BIG_LINES and layout.file_rows == [0]
+
+
+def test_every_cell_points_at_its_line_in_its_files_column(odd_repo):
+    series = load_series(odd_repo)
+    for index in range(len(series.steps)):
+        files = series.files(index)
+        texts = {id(file): columns(file) for file in files}
+        for split in (False, True):
+            layout = diff_layout(files, split, "ref")
+            cells = [cell for row in layout.rows for cell in (row.left, row.right) if cell is not None]
+            assert all(texts[id(cell.file)][cell.side][cell.index] == cell.line.text for cell in cells)
+            assert all(layout.rows[row].kind == "file" for row in layout.file_rows)
+
+
+def test_side_by_side_rows_put_a_change_beside_what_it_replaces():
+    (file,) = parse_diff(b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n keep\n-old\n+new\n")
+    layout = diff_layout([file], split=True, ref="ref")
+    assert [row.kind for row in layout.rows] == ["file", "hunk", "code", "code"]
+    keep, change = layout.rows[2:]
+    assert keep.left.line is keep.right.line and (keep.left.side, keep.right.side) == ("old", "new")
+    assert (change.left.line.text, change.right.line.text) == ("old", "new")
+    assert layout.line_rows[id(change.left.line)] == layout.line_rows[id(change.right.line)] == 3
+
+
+def test_whole_file_rows(tmp_path):
+    layout = file_layout("a.py", b"x = 1\ny = 2\n", "step-02")
+    assert [row.text or row.left.line.text for row in layout.rows] == ["a.py at step-02", "x = 1", "y = 2"]
+    assert layout.numbers == 1 and layout.text == ["x = 1", "y = 2"] and layout.rows[2].left.line.new == 2
+    assert file_layout("a.py", None, "r").rows[1].text == "not in the repository at this step"
+    assert file_layout("a.bin", b"\0\1", "r").rows[1].text == "binary file: 2 bytes"
+    big = file_layout("big.txt", b"x\n" * (MAX_ROWS + 1), "r")
+    assert len(big.text) == MAX_ROWS and big.rows[-1].text.startswith(f"… {MAX_ROWS + 1:,} lines; showing the first")
+
+
 # ---- the series: build, export, check
 
 
@@ -209,7 +206,7 @@ def test_build_ignores_the_machines_git_config_and_time_zone(steps_dir, tmp_path
     env = {**os.environ, "HOME": str(tmp_path / "home"), "TZ": "Asia/Kolkata", "LC_ALL": "C", "PYTHONPATH": str(ROOT)}
     env.pop("GIT_CONFIG_GLOBAL", None)
     script = (
-        "import sys, json; from walkthrough.series import build; print(json.dumps(build(sys.argv[1], sys.argv[2])))"
+        "import sys, json; from walkthrough.patches import build; print(json.dumps(build(sys.argv[1], sys.argv[2])))"
     )
     out = subprocess.run(
         [sys.executable, "-c", script, steps_dir, tmp_path / "there"],
@@ -287,35 +284,37 @@ def test_export_refuses_a_history_that_is_not_a_series(steps_dir, tmp_path, edit
 
 
 def project_with(tmp_path: Path, files: dict) -> Path:
-    """A project folder whose top-level files are `files` and whose steps/ builds exactly them."""
+    """A project folder whose files are `files` and whose steps/ builds exactly them."""
     project = tmp_path / "project"
     write_series(project / "steps", [("Everything", "All the files at once.", files)])
     for name, content in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
         (project / name).write_text(content)
     return project
 
 
-FILES = {name: f"# {name}\n" for name in FINAL_FILES}
+FILES = {name: f"# {name}\n" for name in SERIES_FILES}
 
 
 def test_check_passes_on_a_sound_series(tmp_path):
     project = project_with(tmp_path, FILES)
-    assert check(project / "steps", project) == []
+    assert check_series(project / "steps", project) == []
     assert main(["--project", str(project), "check"]) == 0
 
 
 def test_check_catches_a_gap_a_missing_narration_and_a_different_final_tree(tmp_path, capsys):
     project = project_with(tmp_path, FILES)
     (project / "input.txt").write_text("changed\n")
-    assert check(project / "steps", project) == ["input.txt: the final step's copy differs from the project's"]
+    assert check_series(project / "steps", project) == ["input.txt: the final step's copy differs from the project's"]
     write_series(project / "steps", [("One", "Words.", FILES), ("Two", "", {"extra.txt": "x\n"})])
-    assert check(project / "steps", project) == [
+    assert check_series(project / "steps", project) == [
         "0002-Step-02-Two.patch: no narration (the message body is empty)",
+        f"extra.txt: in the final step but not in the project ({project})",
         "input.txt: the final step's copy differs from the project's",
     ]
     patch = project / "steps" / "0002-Step-02-Two.patch"
     patch.write_text(patch.read_text().replace("Subject: Step 02:", "Subject: Step 03:"))
-    problems = check(project / "steps", project)
+    problems = check_series(project / "steps", project)
     assert problems[0].startswith("0002-Step-02-Two.patch: subject 'Step 03: Two' should start with 'Step 02: '")
     assert main(["--project", str(project), "check"]) == 1
     assert len(capsys.readouterr().err.splitlines()) == len(problems)
@@ -327,13 +326,24 @@ def test_check_catches_a_patch_that_does_not_apply_and_a_non_canonical_file(tmp_
     patch = project / "steps" / "0002-Step-02-Two.patch"
     text = patch.read_text()
     patch.write_text(text.replace("-# fineweb.py", "-# not what is there"))
-    assert check(project / "steps", project) == [
+    assert check_series(project / "steps", project) == [
         "0002-Step-02-Two.patch does not apply: error: patch failed: fineweb.py:1"
     ]
     patch.write_text(text.replace("More.", "More.\n\n---\n\nA rule: git am takes it for the end of the message."))
     (project / "fineweb.py").write_text("# changed\n")
-    (problem,) = check(project / "steps", project)
+    (problem,) = check_series(project / "steps", project)
     assert problem.startswith("0002-Step-02-Two.patch: line 8 differs from what export writes")
+
+
+def test_check_compares_every_file_of_the_last_step_and_asks_for_the_listed_ones(tmp_path):
+    project = project_with(tmp_path, {"a.py": "# a\n", "data/b.txt": "b\n"})
+    (project / "c.py").write_text("# c\n")  # in the project, not in the series: only the list makes it a problem
+    assert check(project / "steps", project, ["a.py"]) == []
+    assert check(project / "steps", project, ["a.py", "c.py", "not-anywhere.py"]) == [
+        "c.py: in the project but missing from the final step"
+    ]
+    (project / "data" / "b.txt").write_text("B\n")  # not listed, but in the last step: compared all the same
+    assert check(project / "steps", project, []) == ["data/b.txt: the final step's copy differs from the project's"]
 
 
 @pytest.mark.parametrize("command", ["check", "build", ""])
@@ -351,16 +361,28 @@ def test_cli_build_export_and_reader_errors(tmp_path, capsys):
     assert main(["--repo", str(tmp_path / "nowhere")]) == 1
     assert main(["--repo", str(tmp_path / "history"), "step-99..main"]) == 1
     first, second = capsys.readouterr().err.splitlines()
-    assert first == f"walkthrough: not a git repository: {tmp_path / 'nowhere'}"
-    assert second.startswith("walkthrough: bad range 'step-99..main': fatal: ")
-    with pytest.raises(SystemExit) as exit_:
-        main(["--repo", "a", "b", "c"])
-    assert exit_.value.code == 2
+    assert first == f"walkthrough: error: not a git repository: {tmp_path / 'nowhere'}"
+    assert second.startswith("walkthrough: error: bad range 'step-99..main': fatal: ")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--repo", "a", "b", "c"], "--repo takes a PATH and at most one RANGE (see walkthrough --help)"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag (see walkthrough --help)"),
+        (["build", "--into"], "argument --into: expected one argument (see walkthrough build --help)"),
+        (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate'"),
+    ],
+)
+def test_usage_mistakes_are_one_line_and_exit_1(capsys, argv, message):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"walkthrough: error: {message}") and err.count("\n") == 1
 
 
 def test_python_dash_m_and_the_model_layer_never_imports_textual(tmp_path):
     code = (
-        "import sys, walkthrough.cli, walkthrough.demo, walkthrough.series, walkthrough.bookmark;"
+        "import sys, walkthrough.cli, walkthrough.patches, walkthrough.rows, walkthrough.bookmark;"
         "assert not [m for m in sys.modules if m.split('.')[0] == 'textual'], 'textual imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
@@ -370,7 +392,7 @@ def test_python_dash_m_and_the_model_layer_never_imports_textual(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert out.returncode == 1 and out.stderr.startswith("walkthrough: ") and out.stderr.count("\n") == 1
+    assert out.returncode == 1 and out.stderr.startswith("walkthrough: error: ") and out.stderr.count("\n") == 1
 
 
 # ---- where you left off

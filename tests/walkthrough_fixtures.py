@@ -1,4 +1,4 @@
-"""A series written from Python data: for the tests, the benchmark, and a screenshot before steps/ exists.
+"""A small series written from Python data, for the walkthrough's tests and its benchmark.
 
 `write_series` commits each step in a scratch repository the way an author would, then exports it, so what
 lands in steps/ is exactly what `walkthrough export` writes.
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from git import Git
 
-from .gitcmd import ISOLATED, run_git
-from .series import AUTHOR, export
+from walkthrough.gitcmd import ISOLATED, run_git
+from walkthrough.patches import AUTHOR, export
 
 # title, narration (Markdown), {path: new content, or None to delete the file}
 DemoStep = tuple[str, str, dict[str, "str | bytes | None"]]

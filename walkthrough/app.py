@@ -19,8 +19,9 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, OptionList, Static
 
 from .bookmark import Bookmarks
-from .diff import Line
+from .diff import FileDiff, Line
 from .history import Match, Series
+from .rows import diff_layout, file_layout
 from .widgets import DiffView, FileList, HelpScreen, Narration, Prompt, StepList
 
 
@@ -29,7 +30,7 @@ class WalkthroughApp(App[None]):
     TITLE = "walkthrough"
     ENABLE_COMMAND_PALETTE = False
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    # the one key table: the footer shows the labels, the help screen lists the tooltips, ids allow remapping
+    # the one key table: the footer shows the labels, the help screen lists the tooltips
     BINDINGS = [
         Binding("n,right", "next_step", "Next", tooltip="next step", id="next_step"),
         Binding("p,left", "previous_step", "Prev", tooltip="previous step", id="previous_step"),
@@ -117,9 +118,8 @@ class WalkthroughApp(App[None]):
         new_step = new_step or index != self.index
         self.index = index
         files = self.series.files(index)
-        paths = self._paths()
         if new_step and not self.whole_file:
-            self._pick_path()
+            self._pick_path(files)
         steps = self.query_one(StepList)
         with steps.prevent(OptionList.OptionHighlighted):
             steps.highlighted = index
@@ -128,12 +128,12 @@ class WalkthroughApp(App[None]):
         with file_list.prevent(OptionList.OptionHighlighted):
             if new_step:
                 file_list.show_files(files)
-            file_list.highlighted = paths.index(self.path) if self.path in paths else None
+            file_list.highlighted = _position(files, self.path)
         if new_step:
             await self.query_one(Narration).show(index, self._narration(index))
             self.bookmarks.remember(self.series, index)
             self.call_after_refresh(self._prepare_neighbours)
-        self._show_change(line)
+        self._show_change(files, line)
 
     def _narration(self, index: int) -> str:
         return self.series.steps[index].narration or "*No narration: this commit's message is only a subject line.*"
@@ -145,27 +145,27 @@ class WalkthroughApp(App[None]):
                 self.query_one(DiffView).prepare(self.series.files(index))
                 await self.query_one(Narration).prepare(index, self._narration(index))
 
-    def _paths(self) -> list[str]:
-        return [file.path for file in self.series.files(self.index)]
-
-    def _pick_path(self) -> None:
+    def _pick_path(self, files: list[FileDiff]) -> None:
         """Keep the current file if this step touches it, else take the step's first file."""
-        paths = self._paths()
-        if self.path not in paths:
-            self.path = paths[0] if paths else None
+        if _position(files, self.path) is None:
+            self.path = files[0].path if files else None
 
-    def _show_change(self, line: Line | None = None) -> None:
-        diff = self.query_one(DiffView)
+    def _show_change(self, files: list[FileDiff], line: Line | None = None) -> None:
+        """Lay out the diff (or the whole file) and hand it to the DiffView; scroll to `line` or the current file."""
         step = self.series.steps[self.index]
+        diff = self.query_one(DiffView)
         if self.whole_file and self.path is not None:
-            diff.show_file(self.path, self.series.file_at(self.index, self.path), step.ref)
+            diff.show(file_layout(self.path, self.series.file_at(self.index, self.path), step.ref))
         else:
-            diff.show_diff(self.series.files(self.index), self.split, step.ref)
-            paths = self._paths()
+            layout = diff_layout(files, self.split, step.ref)
+            diff.show(layout)
+            file = _position(files, self.path)
             if line is not None:
-                diff.scroll_to_line(line)
-            elif self.path in paths:
-                diff.scroll_to_file(paths.index(self.path))
+                row = layout.line_rows.get(id(line))
+                if row is not None:
+                    diff.mark(row)
+            elif file is not None:
+                diff.scroll_to_row(layout.file_rows[file])
         self._show_title()
 
     def _show_title(self) -> None:
@@ -186,8 +186,9 @@ class WalkthroughApp(App[None]):
 
     @on(OptionList.OptionHighlighted, "#files")
     def _file_chosen(self, event: OptionList.OptionHighlighted) -> None:
-        self.path = self.series.files(self.index)[event.option_index].path
-        self._show_change()
+        files = self.series.files(self.index)
+        self.path = files[event.option_index].path
+        self._show_change(files)
 
     @on(Input.Submitted, "#prompt")
     async def _prompt_submitted(self, event: Input.Submitted) -> None:
@@ -276,16 +277,17 @@ class WalkthroughApp(App[None]):
 
     def action_toggle_split(self) -> None:
         self.split, self.whole_file = not self.split, False
-        self._show_change()
+        self._show_change(self.series.files(self.index))
 
     def action_toggle_file(self) -> None:
         if self.path is None:
             self.notify("This step changes no files.", severity="warning")
             return
         self.whole_file = not self.whole_file
+        files = self.series.files(self.index)
         if not self.whole_file:  # the file followed across steps may not be in this one
-            self._pick_path()
-        self._show_change()
+            self._pick_path(files)
+        self._show_change(files)
 
     def action_copy_checkout(self) -> None:
         command = f"git checkout {self.series.steps[self.index].ref}"
@@ -341,3 +343,8 @@ class WalkthroughApp(App[None]):
             keys, _ = rows.setdefault(binding.action, ([], binding.tooltip or binding.description))
             keys.append(self.get_key_display(binding))
         return [(" ".join(keys), text) for keys, text in rows.values()]
+
+
+def _position(files: list[FileDiff], path: str | None) -> int | None:
+    """Where `path` is in a step's files, or None."""
+    return next((i for i, file in enumerate(files) if file.path == path), None)

@@ -1,21 +1,42 @@
-"""walkthrough: build, export and check the step series, or read it (or any repository's history) in the terminal."""
+"""walkthrough: build, export and check the step series, or read it (or any repository's history) in the terminal.
+
+A mistake the user can fix (a bad flag, a missing folder, a bad range) is one line on stderr and exit code 1.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from .bookmark import Bookmarks, default_path
 from .errors import WalkthroughError
 from .history import load_series
-from .series import build, check, export, open_history
+from .patches import build, check, export, open_history
 
 PROJECT = Path(__file__).resolve().parent.parent  # the project root holds walkthrough/, steps/ and history/
+# The files the series ends at. check() compares every file of the last step with the project's copy anyway; this
+# list adds the ones the last step must not lack. Not pyproject's py-modules: plot_log.py ships with the project
+# but is no step of the series. A new script joins this list in the change that adds its step.
+SERIES_FILES = ("common.py", "train_gpt2.py", "hellaswag_scoring.py", "hellaswag.py", "fineweb.py", "input.txt")
+
+
+def check_series(steps_dir: Path, project: Path) -> list[str]:
+    """What `walkthrough check` checks: the series in steps_dir, against this project's files."""
+    return check(steps_dir, project, SERIES_FILES)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage mistake reported like any other: one line, exit code 1 (argparse prints the whole
+    usage and exits 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise WalkthroughError(f"{message} (see {self.prog} --help)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="walkthrough",
         description="Read the series step by step (no command), or build, export and check it.",
     )
@@ -42,30 +63,34 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except WalkthroughError as error:
+        print(f"walkthrough: error: {error}", file=sys.stderr)
+        return 1
+
+
+def _run(argv: list[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.repo is not None and len(args.repo) > 2:
         parser.error("--repo takes a PATH and at most one RANGE")
     steps, history = args.project / "steps", args.project / "history"
-    try:
-        if args.command == "build":
-            tags = build(steps, args.into or history)
-            print(f"{args.into or history}: {tags[0][0]} .. {tags[-1][0]}, main at {tags[-1][1][:12]}")
-        elif args.command == "export":
-            written = export(args.source or history, steps)
-            print(f"{steps}: wrote {len(written)} step patches")
-        elif args.command == "check":
-            problems = check(steps, args.project)
-            for problem in problems:
-                print(f"walkthrough check: {problem}", file=sys.stderr)
-            if problems:
-                return 1
-            print(f"{steps}: the series is sound")
-        else:
-            _read(args)
-    except WalkthroughError as error:
-        print(f"walkthrough: {error}", file=sys.stderr)
-        return 1
+    if args.command == "build":
+        tags = build(steps, args.into or history)
+        print(f"{args.into or history}: {tags[0][0]} .. {tags[-1][0]}, main at {tags[-1][1][:12]}")
+    elif args.command == "export":
+        written = export(args.source or history, steps)
+        print(f"{steps}: wrote {len(written)} step patches")
+    elif args.command == "check":
+        problems = check_series(steps, args.project)
+        for problem in problems:
+            print(f"walkthrough check: {problem}", file=sys.stderr)
+        if problems:
+            return 1
+        print(f"{steps}: the series is sound")
+    else:
+        _read(args)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The series: `steps/` (one `git format-patch` file per step) <-> a git repository with a tag per step.
+"""The patch series: `steps/` (one `git format-patch` file per step) <-> a git repository with a tag per step.
 
 `build` applies the patches with a fixed author, committer and dates, so every machine gets the same commit ids;
 `export` writes an edited history back as patches (build -> export is a byte-identical round trip); `check`
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +20,8 @@ from git import Git, Repo
 
 from .errors import WalkthroughError
 from .gitcmd import ISOLATED, run_git
-from .history import Series, load_series, open_repo, parse_subject, read_blob, read_commits
+from .history import Series, load_series, open_repo, parse_subject, read_commits
 
-FINAL_FILES = ("train_gpt2.py", "fineweb.py", "hellaswag.py", "input.txt")  # the last step must end at these
 HISTORY_RANGE = "step-00..main"  # the steps of a built history, without the empty start
 AUTHOR = ("build-gpt2", "steps@build-gpt2.invalid")
 EPOCH = 1704067200  # 2024-01-01 00:00 UTC; step N is dated N hours later
@@ -246,8 +247,12 @@ def _first_difference(a: bytes, b: bytes) -> int:
     return min(len(a.splitlines()), len(b.splitlines())) + 1
 
 
-def check(steps_dir: Path, project: Path, files: tuple[str, ...] = FINAL_FILES) -> list[str]:
-    """Everything wrong with the series, one line each; [] when it is sound."""
+def check(steps_dir: Path, project: Path, shipped: Iterable[str]) -> list[str]:
+    """Everything wrong with the series, one line each; [] when it is sound.
+
+    The last step must end at the project: every file in its tree must equal the project's copy, and each name in
+    `shipped` that the project has must be in that tree. The caller knows which files the series ships (this
+    module reads any project), so a file the series has never had is caught only through that list."""
     steps_dir, project = Path(steps_dir), Path(project)
     patches = read_steps(steps_dir)
     structure = structure_problems([(p.path.name, p.subject, p.has_diff) for p in patches])
@@ -259,15 +264,7 @@ def check(steps_dir: Path, project: Path, files: tuple[str, ...] = FINAL_FILES) 
             _fresh_build(patches, steps_dir, Path(tmp, "history"))
         except WalkthroughError as error:
             return [*problems, str(error)]
-        repo = open_repo(Path(tmp, "history"))
-        for name in files:
-            ours, theirs = read_blob(repo, "main", name), _read(project / name)
-            if ours is None and theirs is not None:
-                problems.append(f"{name}: missing from the final step")
-            elif theirs is None and ours is not None:
-                problems.append(f"{name}: in the final step but not in the project ({project})")
-            elif ours != theirs:
-                problems.append(f"{name}: the final step's copy differs from the project's")
+        problems += _final_problems(open_repo(Path(tmp, "history")), project, shipped)
         written = export(Path(tmp, "history"), Path(tmp, "steps"))
         if [p.name for p in written] != [p.path.name for p in patches]:
             problems.append(
@@ -283,6 +280,20 @@ def check(steps_dir: Path, project: Path, files: tuple[str, ...] = FINAL_FILES) 
                         "(a narration line starting with '---' or 'diff -'? run walkthrough build, then export)"
                     )
     return problems
+
+
+def _final_problems(repo: Repo, project: Path, shipped: Iterable[str]) -> list[str]:
+    out = run_git(repo.git, "ls-tree", "-r", "-z", "--name-only", "main")
+    names = [os.fsdecode(name) for name in out.split(b"\0") if name]
+    problems = []
+    for name in names:
+        theirs = _read(project / name)
+        if theirs is None:
+            problems.append(f"{name}: in the final step but not in the project ({project})")
+        elif run_git(repo.git, "cat-file", "blob", f"main:{name}") != theirs:
+            problems.append(f"{name}: the final step's copy differs from the project's")
+    missing = [name for name in shipped if name not in names and (project / name).is_file()]
+    return problems + [f"{name}: in the project but missing from the final step" for name in missing]
 
 
 def _read(path: Path) -> bytes | None:

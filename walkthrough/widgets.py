@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
-from itertools import islice
 
 from pygments.lexers import get_lexer_for_filename
 from pygments.util import ClassNotFound
@@ -24,14 +21,14 @@ from textual.style import Style as VisualStyle
 from textual.widgets import Input, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
-from .diff import FileDiff, Hunk, Line, side_by_side
+from .diff import FileDiff, Line
 from .history import Step
+from .rows import STATUS_MARK, Cell, Layout, Row, columns
 
 # control characters would move the terminal's cursor: show their Unicode pictures instead
 PRINTABLE = str.maketrans(
     {**{c: 0x2400 + c for c in range(32)}, 127: 0x2421, 0x85: 0xFFFD, 0x2028: 0xFFFD, 0x2029: 0xFFFD}
 )
-STATUS_MARK = {"added": "A", "deleted": "D", "modified": "M", "renamed": "R", "copied": "C"}
 
 
 def printable(text: str) -> str:
@@ -115,28 +112,9 @@ class Code:
         return self._chunks[start][index - start]
 
 
-@dataclass(frozen=True)
-class Cell:
-    line: Line
-    code: Code
-    index: int  # the line's place in `code`
-
-    @property
-    def content(self) -> Content:
-        return self.code[self.index]
-
-
-@dataclass(frozen=True)
-class Row:
-    kind: str  # file, hunk, note or code
-    text: str = ""  # file, hunk and note rows
-    left: Cell | None = None  # code rows: the line (unified, whole file), or the old side (split)
-    right: Cell | None = None  # split code rows: the new side
-
-
 class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
-    """A step's diff (unified or side by side) or one whole file, drawn a line at a time with the line API, so
-    only the rows on screen cost anything. Stops at MAX_ROWS and says so."""
+    """The rows of a Layout (a step's diff, unified or side by side, or one whole file), drawn a line at a time
+    with the line API, so only the rows on screen cost anything."""
 
     # no left/right: those keys turn the page (step) everywhere in the app
     BINDINGS = [
@@ -159,57 +137,30 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         "diff--current",
         "diff--match",
     }
-    MAX_ROWS = 5_000
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._rows: list[Row] = []
-        self._split = False
-        self._numbers = 2  # line-number columns in the gutter: old and new, or one for a whole file
+        self._layout = Layout([])
+        self._file_code: Code | None = None  # a whole file's one column
         self._digits = 1
-        self._file_rows: list[int] = []  # the header row of each file
-        self._line_rows: dict[int, int] = {}  # id(Line) -> its row, to scroll to a search match
         self._query: re.Pattern | None = None
         self._current: int | None = None  # the row of the current search match
         self._codes: dict[int, tuple] = {}  # id(FileDiff) -> (the FileDiff, kept alive for its id; its Code columns)
 
     @property
     def rows(self) -> list[Row]:
-        return self._rows
+        return self._layout.rows
 
-    def show_diff(self, files: list[FileDiff], split: bool, ref: str) -> None:
-        rows: list[Row] = []
-        self._file_rows, self._line_rows = [], {}
-        total = 0
-        for file in files:
-            self._file_rows.append(len(rows))
-            rows.append(Row("file", f"{STATUS_MARK[file.status]} {file.label}   +{file.added} −{file.removed}"))
-            if file.binary:
-                rows.append(Row("note", "binary file: not shown"))
-            elif not file.hunks:
-                rows.append(Row("note", "no change to the content"))
-            old, new, both = self._code(file)
-            counters = {"old": 0, "new": 0, "both": 0}
-            for hunk in file.hunks:
-                total += len(hunk.lines)
-                if len(rows) >= self.MAX_ROWS:
-                    continue
-                rows.append(Row("hunk", f"@@ -{hunk.old_start} +{hunk.new_start} @@ {hunk.header}".rstrip()))
-                for row, lines in islice(
-                    self._hunk_rows(hunk, split, old, new, both, counters), self.MAX_ROWS - len(rows)
-                ):
-                    self._line_rows.update((id(line), len(rows)) for line in lines)
-                    rows.append(row)
-        if len(rows) >= self.MAX_ROWS:
-            shown = sum(row.kind == "code" for row in rows)
-            rows.append(
-                Row("note", f"… the diff is {total:,} lines; showing the first {shown:,}. See it all: git show {ref}")
-            )
-        if not files:
-            rows.append(Row("note", "this step changes no files"))
-        self._split, self._numbers = split, 2
-        lines = [line for file in files for hunk in file.hunks for line in hunk.lines]
-        self._show(rows, max((n for line in lines for n in (line.old, line.new) if n), default=0))
+    def show(self, layout: Layout) -> None:
+        self._layout = layout
+        self._file_code = Code(layout.text, layout.path) if layout.text else None
+        self._digits = len(str(layout.last_number))
+        self._current = None
+        gutter = self._gutter_width()
+        width = max((gutter + len(r.left.line.text) if r.left else len(r.text) for r in layout.rows), default=0)
+        self.virtual_size = Size(0 if layout.split else width + 1, len(layout.rows))
+        self.scroll_to(0, 0, animate=False)
+        self.refresh()
 
     def prepare(self, files: list[FileDiff]) -> None:
         """Colour the first screenful of a step ahead of time."""
@@ -217,110 +168,53 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         for file in files:
             if rows >= self.size.height:
                 break
-            both = self._code(file)[2]
+            both = self._code(file)["both"]
             if both.lines:
                 both[0]  # colours the first chunk, which Code keeps
             rows += len(both.lines) + len(file.hunks) + 1
 
-    def _code(self, file: FileDiff) -> tuple[Code, Code, Code]:
-        """The file's old side, new side and both (unified), kept so a step seen again is not coloured again."""
+    def _code(self, file: FileDiff) -> dict[str, Code]:
+        """The file's columns, kept so a step seen again is not coloured again."""
         if id(file) not in self._codes:
-            lines = [line for hunk in file.hunks for line in hunk.lines]
-            columns = [[line.text for line in lines if line.kind in kinds] for kinds in (" -", " +", " +-")]
-            self._codes[id(file)] = (file, *(Code(column, file.path) for column in columns))
-        return self._codes[id(file)][1:]
+            self._codes[id(file)] = (file, {side: Code(text, file.path) for side, text in columns(file).items()})
+        return self._codes[id(file)][1]
 
-    def _hunk_rows(
-        self, hunk: Hunk, split: bool, old: Code, new: Code, both: Code, at: dict[str, int]
-    ) -> Iterator[tuple[Row, tuple[Line, ...]]]:
-        """One hunk's rows, each with the diff lines it shows; `at` holds each column's next index and moves on."""
-
-        def cell(line: Line | None, code: Code, column: str) -> Cell | None:
-            if line is None:
-                return None
-            at[column] += 1
-            return Cell(line, code, at[column] - 1)
-
-        if split:
-            for a, b in side_by_side(hunk):
-                lines = tuple(line for line in (a, b) if line is not None)
-                if a is not None and a.kind == "\\":
-                    yield Row("note", a.text), lines
-                else:  # a context line is the same Line on both sides, and has a place in both columns
-                    yield Row("code", left=cell(a, old, "old"), right=cell(b, new, "new")), lines
-        else:
-            for line in hunk.lines:
-                if line.kind == "\\":
-                    yield Row("note", line.text), (line,)
-                else:
-                    yield Row("code", left=cell(line, both, "both")), (line,)
-
-    def show_file(self, path: str, data: bytes | None, ref: str) -> None:
-        """The whole file as it is after the step."""
-        rows = [Row("file", f"{path} at {ref}")]
-        self._file_rows, self._line_rows = [0], {}
-        if data is None:
-            rows.append(Row("note", "not in the repository at this step"))
-        elif b"\0" in data[:8000]:
-            rows.append(Row("note", f"binary file: {len(data):,} bytes"))
-        else:
-            text = data.decode("utf-8", errors="replace").splitlines()
-            code = Code(text[: self.MAX_ROWS], path)
-            rows += [Row("code", left=Cell(Line(" ", None, n, t), code, n - 1)) for n, t in enumerate(code.lines, 1)]
-            if len(text) > self.MAX_ROWS:
-                rows.append(
-                    Row(
-                        "note",
-                        f"… {len(text):,} lines; showing the first {self.MAX_ROWS:,}. "
-                        f"See it all: git show {ref}:{path}",
-                    )
-                )
-        self._split, self._numbers = False, 1
-        self._show(rows, len(rows))
-
-    def _show(self, rows: list[Row], last_number: int) -> None:
-        self._rows = rows
-        self._digits = len(str(last_number))
-        self._current = None
-        gutter = self._gutter_width()
-        width = max((gutter + len(r.left.line.text) if r.left else len(r.text) for r in rows), default=0)
-        self.virtual_size = Size(0 if self._split else width + 1, len(rows))
-        self.scroll_to(0, 0, animate=False)
-        self.refresh()
+    def _content(self, cell: Cell) -> Content:
+        code = self._file_code if cell.file is None else self._code(cell.file)[cell.side]
+        return code[cell.index]
 
     def set_query(self, query: str) -> None:
         self._query = re.compile(re.escape(query), re.IGNORECASE) if query else None
         self.refresh()
 
-    def scroll_to_file(self, index: int) -> None:
-        self.scroll_to(0, self._file_rows[index], animate=False)
+    def scroll_to_row(self, row: int) -> None:
+        self.scroll_to(0, row, animate=False)
 
-    def scroll_to_line(self, line: Line) -> None:
+    def mark(self, row: int) -> None:
         """Scroll a search match into view and mark it."""
-        self._current = self._line_rows.get(id(line))
-        if self._current is not None:
-            self.scroll_to(0, max(0, self._current - self.size.height // 3), animate=False)
+        self._current = row
+        self.scroll_to(0, max(0, row - self.size.height // 3), animate=False)
         self.refresh()
 
     # ---- drawing
 
     def _gutter_width(self) -> int:
-        return (self._digits + 1) * self._numbers + (0 if self._numbers == 1 else 2)
+        return (self._digits + 1) * self._layout.numbers + (0 if self._layout.numbers == 1 else 2)
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.size.width
-        if index >= len(self._rows):
+        if index >= len(self._layout.rows):
             return Strip.blank(width, self.get_visual_style().rich_style)
-        row = self._rows[index]
+        row = self._layout.rows[index]
         if row.kind != "code":
             style = self.get_visual_style(f"diff--{row.kind}")
             return Strip([Segment(printable(row.text), style.rich_style)]).crop_extend(
                 scroll_x, scroll_x + width, style.rich_style
             )
         current = index == self._current
-        if self._split:
+        if self._layout.split:
             half = (width - 1) // 2
             left = self._cell_strip(row.left, half, current, "old")
             right = self._cell_strip(row.right, width - half - 1, current, "new")
@@ -337,7 +231,7 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         if cell is None:
             return Strip.blank(width or 0, self.get_visual_style("diff--note").rich_style)
         line, d = cell.line, self._digits
-        if side == "both" and self._numbers == 2:
+        if side == "both" and self._layout.numbers == 2:
             sign = line.kind if line.kind in "+-" else " "
             numbers = f"{line.old or '':>{d}} {line.new or '':>{d}} {sign} "
         else:
@@ -347,7 +241,7 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         gutter_style = (
             self.get_visual_style("diff--current") if current else self.get_visual_style("diff--gutter", partial=True)
         )
-        content = cell.content
+        content = self._content(cell)
         if self._query is not None:
             match_style = self.get_visual_style("diff--match")
             for match in self._query.finditer(content.plain):
