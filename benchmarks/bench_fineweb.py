@@ -18,7 +18,6 @@ The best of several rounds is shown: other load on the machine can only slow a r
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import random
 import re
@@ -29,13 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from datasets import load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the product, and the lecture's loop (the tests' oracle)
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken"))  # offline machines
 import fineweb  # noqa: E402  (after the path and the tokenizer cache are set)
+from reference import lecture_shards  # noqa: E402
 
 enc = fineweb.enc
 
@@ -98,44 +97,11 @@ def ours(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, C
     return json.loads((out / "manifest.json").read_text())["tokens"], clock
 
 
-def lecture_tokenize(doc: dict) -> np.ndarray:
-    tokens = [enc.eot_token]
-    tokens.extend(enc.encode_ordinary(doc["text"]))
-    tokens_np = np.array(tokens)
-    assert (0 <= tokens_np).all() and (tokens_np < 2**16).all(), "token dictionary too large for uint16"
-    return tokens_np.astype(np.uint16)
-
-
 def lecture(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, Clock]:
     """The lecture's fineweb.py loop, with its dataset and folder swapped for ours."""
     with Clock() as clock:
-        total = lecture_loop(corpus, out, workers, shard_size)
+        total = lecture_shards(corpus, out, workers, shard_size)
     return total, clock
-
-
-def lecture_loop(corpus: Path, out: Path, workers: int, shard_size: int) -> int:
-    fw = load_dataset("json", data_files=[str(corpus)], split="train")
-    out.mkdir(parents=True)
-    total = 0
-    with mp.Pool(workers) as pool:
-        shard_index, all_tokens_np, token_count = 0, np.empty((shard_size,), dtype=np.uint16), 0
-        for tokens in pool.imap(lecture_tokenize, fw, chunksize=16):
-            total += len(tokens)
-            if token_count + len(tokens) < shard_size:
-                all_tokens_np[token_count:token_count + len(tokens)] = tokens
-                token_count += len(tokens)
-            else:
-                split = "val" if shard_index == 0 else "train"
-                remainder = shard_size - token_count
-                all_tokens_np[token_count:token_count + remainder] = tokens[:remainder]
-                np.save(out / f"edufineweb_{split}_{shard_index:06d}", all_tokens_np)
-                shard_index += 1
-                all_tokens_np[0:len(tokens) - remainder] = tokens[remainder:]
-                token_count = len(tokens) - remainder
-        if token_count != 0:
-            split = "val" if shard_index == 0 else "train"
-            np.save(out / f"edufineweb_{split}_{shard_index:06d}", all_tokens_np[:token_count])
-    return total
 
 
 def limit(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, Clock]:
@@ -149,7 +115,8 @@ def limit(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, 
 
 def run_way(args: argparse.Namespace) -> None:
     tokens, clock = {"ours": ours, "lecture": lecture, "limit": limit}[args.way](
-        args.corpus, args.out, args.workers, args.shard_size)
+        args.corpus, args.out, args.workers, args.shard_size
+    )
     print(json.dumps({"tokens": tokens, "seconds": clock.seconds, "cpu_seconds": clock.cpu_seconds}))
 
 
@@ -178,8 +145,20 @@ def tree_pss_mb(pid: int) -> float:
 
 
 def measure(way: str, corpus: Path, out: Path, workers: int, shard_size: int, env: dict) -> dict:
-    cmd = [sys.executable, __file__, "--way", way, "--corpus", str(corpus), "--out", str(out),
-           "--workers", str(workers), "--shard-size", str(shard_size)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--way",
+        way,
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--workers",
+        str(workers),
+        "--shard-size",
+        str(shard_size),
+    ]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     peak = 0.0
     while child.poll() is None:
@@ -188,14 +167,19 @@ def measure(way: str, corpus: Path, out: Path, workers: int, shard_size: int, en
         time.sleep(0.05)
     assert child.returncode == 0, f"{way} failed"
     result = json.loads(child.stdout.read().splitlines()[-1])
-    return {"tokens/s": result["tokens"] / result["seconds"], "tokens/CPU-s": result["tokens"] / result["cpu_seconds"],
-            "peak MB": peak or None, "tokens": result["tokens"]}
+    return {
+        "tokens/s": result["tokens"] / result["seconds"],
+        "tokens/CPU-s": result["tokens"] / result["cpu_seconds"],
+        "peak MB": peak or None,
+        "tokens": result["tokens"],
+    }
 
 
 def same_shards(a: Path, b: Path) -> bool:
     names = sorted(p.name for p in a.glob("*.npy"))
     return names == sorted(p.name for p in b.glob("*.npy")) and all(
-        (a / n).read_bytes() == (b / n).read_bytes() for n in names)
+        (a / n).read_bytes() == (b / n).read_bytes() for n in names
+    )
 
 
 def compare(args: argparse.Namespace) -> None:
@@ -215,22 +199,31 @@ def compare(args: argparse.Namespace) -> None:
                     best[way] = result
         identical = same_shards(tmp / "ours_0", tmp / "lecture_0")
         tokens = best["ours"]["tokens"]
-        print(f"corpus: {corpus.stat().st_size / 1e6:.0f} MB of JSON lines, {tokens:,} tokens; {args.workers} workers "
-              f"on {os.cpu_count()} cores; shards of {args.shard_size:,} tokens; best of {args.rounds} rounds "
-              f"(1-minute load average at the end: {os.getloadavg()[0]:.1f})")
+        print(
+            f"corpus: {corpus.stat().st_size / 1e6:.0f} MB of JSON lines, {tokens:,} tokens; {args.workers} workers "
+            f"on {os.cpu_count()} cores; shards of {args.shard_size:,} tokens; best of {args.rounds} rounds "
+            f"(1-minute load average at the end: {os.getloadavg()[0]:.1f})"
+        )
 
     ceiling = best["limit"]["tokens/s"]
     print(f"{'':42s}{'tokens/s':>12s}{'of limit':>10s}{'tokens/CPU-s':>14s}{'peak memory':>14s}")
-    rows = [("limit: cores x 1-process encode_ordinary", "limit"), ("fineweb.py", "ours"),
-            ("lecture: pool.imap, one document a task", "lecture")]
+    rows = [
+        ("limit: cores x 1-process encode_ordinary", "limit"),
+        ("fineweb.py", "ours"),
+        ("lecture: pool.imap, one document a task", "lecture"),
+    ]
     for label, way in rows:
         figures, peak = best[way], best[way]["peak MB"]
         memory = "-" if way == "limit" else (f"{peak:,.0f} MB" if peak else "n/a")
-        print(f"{label:42s}{figures['tokens/s'] / 1e6:>10.2f} M{figures['tokens/s'] / ceiling:>10.0%}"
-              f"{figures['tokens/CPU-s'] / 1e6:>12.2f} M{memory:>14s}")
-    print(f"fineweb.py / lecture: {best['ours']['tokens/s'] / best['lecture']['tokens/s']:.2f}x; "
-          f"per core: {best['ours']['tokens/s'] / args.workers / 1e6:.2f} M tokens/s; "
-          f"shards byte-identical to the lecture's: {'yes' if identical else 'NO'}")
+        print(
+            f"{label:42s}{figures['tokens/s'] / 1e6:>10.2f} M{figures['tokens/s'] / ceiling:>10.0%}"
+            f"{figures['tokens/CPU-s'] / 1e6:>12.2f} M{memory:>14s}"
+        )
+    print(
+        f"fineweb.py / lecture: {best['ours']['tokens/s'] / best['lecture']['tokens/s']:.2f}x; "
+        f"per core: {best['ours']['tokens/s'] / args.workers / 1e6:.2f} M tokens/s; "
+        f"shards byte-identical to the lecture's: {'yes' if identical else 'NO'}"
+    )
 
 
 if __name__ == "__main__":

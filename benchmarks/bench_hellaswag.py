@@ -12,52 +12,24 @@ big batch's logits outgrow the caches). All of them must predict the same ending
 """
 
 import argparse
-import random
 import sys
 import time
 from pathlib import Path
 
 import torch
-from torch.nn import functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the product, and the lecture's scorer (the tests' oracle)
 
 import hellaswag  # noqa: E402
+from fixtures import synthetic_examples  # noqa: E402
+from reference import lecture_predictions  # noqa: E402
 from train_gpt2 import GPT, GPTConfig  # noqa: E402
 
 
-def synthetic_examples(n, seed=0):
+def shakespeare_examples(n):
     """HellaSwag-shaped examples: a context of 10-70 words, 4 endings of 5-25, words from tiny shakespeare."""
-    rng = random.Random(seed)
-    words = (ROOT / "input.txt").read_text().split()
-
-    def text(lo, hi):
-        return " ".join(rng.choice(words) for _ in range(rng.randint(lo, hi)))
-
-    return [{"ctx": text(10, 70), "endings": [text(5, 25) for _ in range(4)], "label": rng.randrange(4)}
-            for _ in range(n)]
-
-
-@torch.no_grad()
-def lecture_predict(model, examples):
-    """The lecture's scorer: each example's 4 rows, padded to its longest, in a forward pass of their own; the loss at
-    every position, then masked to the ending's tokens."""
-    predictions = []
-    for example in examples:
-        pairs = hellaswag.render(example)
-        rows = [ctx + ending for ctx, ending in pairs]
-        tokens = torch.zeros((4, max(map(len, rows))), dtype=torch.long)  # (4, T)
-        mask = torch.zeros_like(tokens)
-        for i, ((ctx, _), row) in enumerate(zip(pairs, rows)):
-            tokens[i, : len(row)] = torch.tensor(row)
-            mask[i, len(ctx) : len(row)] = 1
-        logits, _ = model(tokens)  # (4, T, vocab_size)
-        losses = F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")
-        losses = losses.view(4, -1) * mask[:, 1:]  # (4, T-1)
-        sum_loss = losses.sum(1)
-        predictions.append((int(sum_loss.argmin()), int((sum_loss / mask[:, 1:].sum(1)).argmin())))
-    return predictions
+    return synthetic_examples(n, words=(ROOT / "input.txt").read_text().split(), context=(10, 70), ending=(5, 25))
 
 
 def main(argv=None):
@@ -72,7 +44,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     try:
-        examples = hellaswag.load_examples(args.data) if args.data else synthetic_examples(args.examples)
+        examples = hellaswag.load_examples(args.data) if args.data else shakespeare_examples(args.examples)
     except hellaswag.HellaSwagError as e:
         p.error(str(e))
     examples = examples[: args.examples]
@@ -82,17 +54,24 @@ def main(argv=None):
     rows = [pair for example in examples for pair in hellaswag.render(example)]
     computed = sum(len(ctx) + len(ending) - 1 for ctx, ending in rows)
     needed = sum(len(ending) for _, ending in rows)
-    print(f"{len(examples)} examples, model {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
-          f"{torch.get_num_threads()} CPU threads, torch {torch.__version__}")
-    print(f"{computed} positions (padding aside), of which {needed} ({needed / computed:.0%}) predict an ending token: "
-          f"the lecture's scorer runs the lm_head at all of them, hellaswag.py at those")
+    print(
+        f"{len(examples)} examples, model {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
+        f"{torch.get_num_threads()} CPU threads, torch {torch.__version__}"
+    )
+    print(
+        f"{computed} positions (padding aside), of which {needed} ({needed / computed:.0%}) predict an ending token: "
+        f"the lecture's scorer runs the lm_head at all of them, hellaswag.py at those"
+    )
 
     def ours(batch_size):
         return lambda: hellaswag.predict(model, examples, device="cpu", batch_size=batch_size)
 
     baseline = "lecture: one example per forward"
-    scorers = {baseline: lambda: lecture_predict(model, examples), "ours: one example per forward": ours(1),
-               f"ours: {args.batch_size} examples per forward": ours(args.batch_size)}
+    scorers = {
+        baseline: lambda: lecture_predictions(model, examples),
+        "ours: one example per forward": ours(1),
+        f"ours: {args.batch_size} examples per forward": ours(args.batch_size),
+    }
     hellaswag.predict(model, examples[:2], device="cpu", batch_size=2)  # warm-up: first-call allocations
     best, predictions = {name: float("inf") for name in scorers}, {}
     for _ in range(args.repeats):

@@ -1,37 +1,27 @@
-"""hellaswag.py against oracles: a one-example-at-a-time scorer, transformers' GPT-2, lm-eval, torch's gloo all-reduce.
+"""hellaswag.py against oracles: the lecture's one-example-at-a-time scorer (reference.py), transformers' GPT-2,
+lm-eval, torch's gloo all-reduce.
 
 Everything runs offline on a synthetic HellaSwag-format file and a small random model.
 """
 
 import json
-import random
 import subprocess
 import sys
 from dataclasses import asdict
 
 import pytest
-import tiktoken
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn import functional as F
 
 import hellaswag
+from fixtures import synthetic_examples
+from reference import lecture_losses, lecture_predictions
 from train_gpt2 import GPT, GPTConfig
 
 N_EXAMPLES = 11  # odd: ranks get unequal shares and batches of 4 leave a partial one
 CONFIG = GPTConfig(block_size=128, vocab_size=50304, n_layer=2, n_head=2, n_embd=32)  # padded vocab, as trained
-
-
-def synthetic_examples(n, seed=0):
-    rng = random.Random(seed)
-    words = "the a man woman dog ball water roof he she then slowly quickly runs jumps sits into over and".split()
-
-    def text(lo, hi):
-        return " ".join(rng.choice(words) for _ in range(rng.randint(lo, hi)))
-
-    return [{"ind": i, "ctx": text(3, 40), "endings": [text(1, 20) for _ in range(4)], "label": rng.randrange(4)}
-            for i in range(n)]
 
 
 def write_jsonl(path, rows):
@@ -65,28 +55,6 @@ def checkpoint(tmp_path_factory, model):
     return path
 
 
-def reference_losses(model, example):
-    """The lecture's scorer: one example per forward pass, (4, its longest row), every position's loss masked."""
-    enc = tiktoken.get_encoding("gpt2")
-    ctx = enc.encode(example["ctx"])
-    rows = [ctx + enc.encode(" " + ending) for ending in example["endings"]]
-    T = max(len(row) for row in rows)
-    tokens = torch.zeros((4, T), dtype=torch.long)
-    mask = torch.zeros((4, T))
-    for i, row in enumerate(rows):
-        tokens[i, : len(row)] = torch.tensor(row)
-        mask[i, len(ctx) : len(row)] = 1
-    with torch.no_grad():
-        logits, _ = model(tokens)
-    losses = F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), reduction="none").view(4, -1)
-    losses = losses * mask[:, 1:]
-    return losses.sum(1), losses.sum(1) / mask[:, 1:].sum(1)
-
-
-def reference_predictions(model, examples):
-    return [(int(s.argmin()), int(m.argmin())) for s, m in (reference_losses(model, ex) for ex in examples)]
-
-
 def run_main(capsys, *argv):
     rc = hellaswag.main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -103,7 +71,7 @@ def printed(out, name):
 @pytest.mark.parametrize("batch_size, fixed_shape", [(1, False), (4, False), (4, True), (16, True)])
 def test_batched_equals_reference(model, examples, batch_size, fixed_shape):
     ours = hellaswag.predict(model, examples, device="cpu", batch_size=batch_size, fixed_shape=fixed_shape)
-    assert ours == reference_predictions(model, examples)
+    assert ours == lecture_predictions(model, examples)
 
 
 @pytest.mark.parametrize("padding", [0, 3])
@@ -112,13 +80,15 @@ def test_losses_equal_reference(model, examples, padding):
     pairs = [pair for ex in examples for pair in hellaswag.render(ex)]
     shape = tuple(n + padding for n in hellaswag.batch_shape(pairs))
     sum_loss, count, greedy = hellaswag.continuation_losses(model, pairs, device="cpu", shape=shape)
-    expected = torch.stack([reference_losses(model, ex)[0] for ex in examples]).flatten()
+    expected = torch.stack([lecture_losses(model, ex)[0] for ex in examples]).flatten()
     torch.testing.assert_close(sum_loss, expected, rtol=1e-5, atol=1e-4)
     assert count.tolist() == [len(ending) for _, ending in pairs]
     # greedy: every continuation token was the argmax of the full forward pass's logits at its position
     with torch.no_grad():
-        expected_greedy = [bool((model(torch.tensor([ctx + cont]))[0][0, len(ctx) - 1 : -1].argmax(-1)
-                                 == torch.tensor(cont)).all()) for ctx, cont in pairs]
+        expected_greedy = [
+            bool((model(torch.tensor([ctx + cont]))[0][0, len(ctx) - 1 : -1].argmax(-1) == torch.tensor(cont)).all())
+            for ctx, cont in pairs
+        ]
     assert greedy.tolist() == expected_greedy
 
 
@@ -136,7 +106,7 @@ def test_evaluate_counts_and_training_mode(model, examples):
     correct, correct_norm, total = hellaswag.evaluate(model, examples, device="cpu", batch_size=4)
     assert model.training  # restored for the training loop
     model.eval()
-    reference = reference_predictions(model, examples)
+    reference = lecture_predictions(model, examples)
     assert total == len(examples)
     assert correct == sum(p == ex["label"] for (p, _), ex in zip(reference, examples))
     assert correct_norm == sum(p == ex["label"] for (_, p), ex in zip(reference, examples))
@@ -145,7 +115,7 @@ def test_evaluate_counts_and_training_mode(model, examples):
 def test_cli_on_checkpoint(capsys, checkpoint, data, model, examples):
     rc, out, _ = run_main(capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 3, "--device", "cpu")
     assert rc == 0
-    reference, n = reference_predictions(model, examples), len(examples)
+    reference, n = lecture_predictions(model, examples), len(examples)
     assert printed(out, "acc") == round(sum(p == ex["label"] for (p, _), ex in zip(reference, examples)) / n, 4)
     assert printed(out, "acc_norm") == round(sum(p == ex["label"] for (_, p), ex in zip(reference, examples)) / n, 4)
 
@@ -161,7 +131,7 @@ def test_cli_on_transformers_folder(capsys, tmp_path, data, examples):
     hf.save_pretrained(tmp_path / "tiny-gpt2")
     rc, out, _ = run_main(capsys, "--model", tmp_path / "tiny-gpt2", "--data", data, "--limit", 6, "--device", "cpu")
     assert rc == 0
-    expected = reference_predictions(lambda idx: (hf(idx).logits, None), examples[:6])
+    expected = lecture_predictions(lambda idx: (hf(idx).logits, None), examples[:6])
     assert printed(out, "acc") == round(sum(p == ex["label"] for (p, _), ex in zip(expected, examples)) / 6, 4)
     assert printed(out, "acc_norm") == round(sum(p == ex["label"] for (_, p), ex in zip(expected, examples)) / 6, 4)
 
@@ -202,7 +172,7 @@ def test_lm_eval_agrees(checkpoint, task_dir, model, examples):
     for sample, example, (pred, _) in zip(samples, examples, ours):
         # the same log-likelihoods: lm-eval's context + " ending" requests are our rows
         lls = torch.tensor([ll for ll, _ in sample["filtered_resps"]])
-        torch.testing.assert_close(-lls, reference_losses(model, example)[0], rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(-lls, lecture_losses(model, example)[0], rtol=1e-5, atol=1e-4)
         # acc (summed log-likelihood) is the same metric
         assert sample["acc"] == float(pred == example["label"])
         # lm-eval's acc_norm divides by the ending's length in characters, not in tokens
@@ -211,8 +181,19 @@ def test_lm_eval_agrees(checkpoint, task_dir, model, examples):
 
 
 def test_cli_harness_prints_table(capsys, checkpoint, task_dir, data):
-    rc, out, _ = run_main(capsys, "--checkpoint", checkpoint, "--harness", "hellaswag_local",
-                          "--include-path", task_dir, "--limit", 4, "--device", "cpu")
+    rc, out, _ = run_main(
+        capsys,
+        "--checkpoint",
+        checkpoint,
+        "--harness",
+        "hellaswag_local",
+        "--include-path",
+        task_dir,
+        "--limit",
+        4,
+        "--device",
+        "cpu",
+    )
     assert rc == 0
     assert "|hellaswag_local|" in out and "acc_norm" in out
     rc, ours, _ = run_main(capsys, "--checkpoint", checkpoint, "--data", data, "--limit", 4, "--device", "cpu")
@@ -244,8 +225,9 @@ def test_rolling_loglikelihood(checkpoint, model):
 def _rank(rank, world_size, init_file, checkpoint, data, out):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     model, examples = hellaswag.load_checkpoint(checkpoint), hellaswag.load_examples(data)
-    counts = hellaswag.evaluate(model, examples, device="cpu", batch_size=2, rank=rank, world_size=world_size,
-                                fixed_shape=True)
+    counts = hellaswag.evaluate(
+        model, examples, device="cpu", batch_size=2, rank=rank, world_size=world_size, fixed_shape=True
+    )
     counts = torch.tensor(counts)
     dist.all_reduce(counts)
     if rank == 0:
@@ -279,8 +261,9 @@ def test_compiled_equals_eager(model, examples):
 
 def test_cli_compile(capsys, checkpoint, data):
     # the same shapes as above (batches of 4, the longest row), so inductor's cache spares most of a second compile
-    rc, compiled, _ = run_main(capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 4, "--compile",
-                               "--device", "cpu")
+    rc, compiled, _ = run_main(
+        capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 4, "--compile", "--device", "cpu"
+    )
     assert rc == 0
     rc, eager, _ = run_main(capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 4, "--device", "cpu")
     for metric in ("acc", "acc_norm"):
@@ -293,17 +276,20 @@ def test_cli_compile(capsys, checkpoint, data):
 GOOD = synthetic_examples(1)[0]
 
 
-@pytest.mark.parametrize("line, message", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "expected a JSON object"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "endings"}), "missing field endings"),
-    (json.dumps({**GOOD, "ctx": 3}), "ctx must be a string"),
-    (json.dumps({**GOOD, "endings": GOOD["endings"][:3]}), "endings must be a list of 4 strings"),
-    (json.dumps({**GOOD, "label": 4}), "label must be an integer 0..3"),
-    (json.dumps({**GOOD, "label": -1}), "label must be an integer 0..3"),
-    (json.dumps({**GOOD, "label": "2"}), "label must be an integer 0..3"),
-    (json.dumps({**GOOD, "label": True}), "label must be an integer 0..3"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "endings"}), "missing field endings"),
+        (json.dumps({**GOOD, "ctx": 3}), "ctx must be a string"),
+        (json.dumps({**GOOD, "endings": GOOD["endings"][:3]}), "endings must be a list of 4 strings"),
+        (json.dumps({**GOOD, "label": 4}), "label must be an integer 0..3"),
+        (json.dumps({**GOOD, "label": -1}), "label must be an integer 0..3"),
+        (json.dumps({**GOOD, "label": "2"}), "label must be an integer 0..3"),
+        (json.dumps({**GOOD, "label": True}), "label must be an integer 0..3"),
+    ],
+)
 def test_bad_data_names_the_line(tmp_path, capsys, line, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(GOOD) + "\n\n" + line + "\n")  # the blank line 2 is skipped, line 3 is bad
@@ -364,8 +350,13 @@ def test_harness_unknown_task(capsys, checkpoint):
 
 
 def test_flag_conflicts(capsys, data):
-    for argv in (["--harness", "--data", data], ["--harness", "--compile"], ["--include-path", "x"],
-                 ["--model", "gpt2", "--checkpoint", "x.pt"], ["--limit", "0"]):
+    for argv in (
+        ["--harness", "--data", data],
+        ["--harness", "--compile"],
+        ["--include-path", "x"],
+        ["--model", "gpt2", "--checkpoint", "x.pt"],
+        ["--limit", "0"],
+    ):
         with pytest.raises(SystemExit) as e:
             hellaswag.main([str(a) for a in argv])
         assert e.value.code == 2
@@ -410,8 +401,12 @@ def test_script_reports_errors_raised_through_lm_eval(tmp_path):
     # run as a script, the file is loaded twice (__main__ and hellaswag): an error raised in the copy lm-eval's
     # registry imports must still be one line, not a traceback
     script = hellaswag.__file__
-    result = subprocess.run([sys.executable, script, "--harness", "--checkpoint", str(tmp_path / "nowhere.pt")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, script, "--harness", "--checkpoint", str(tmp_path / "nowhere.pt")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == f"hellaswag.py: error: no checkpoint at {tmp_path / 'nowhere.pt'}"
     assert "Traceback" not in result.stderr
