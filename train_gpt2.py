@@ -14,7 +14,6 @@ import time
 import uuid
 from argparse import ArgumentTypeError, BooleanOptionalAction
 from dataclasses import asdict, dataclass
-from functools import partial
 
 import numpy as np
 import tiktoken
@@ -415,7 +414,9 @@ def train(args):
     master_process = rank == 0  # the one process that logs, samples and writes checkpoints
     device_type = device.split(":")[0]
     dtype = args.dtype or ("bfloat16" if device_type == "cuda" else "float32")
-    autocast = partial(torch.autocast, device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+
+    def autocast():
+        return torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
     # ---- the batch: B*T tokens per micro-step per process, accumulated up to total_batch tokens per step
     B, T = args.batch_size, args.seq_len
@@ -445,15 +446,16 @@ def train(args):
     eval_model = model.module if ddp else model  # compiled but without DDP's gradient hooks
 
     if master_process:
-        n_params, resumed = sum(p.numel() for p in raw_model.parameters()), f" | resumed from step {start_step}"
+        n_params = sum(p.numel() for p in raw_model.parameters())
         print(
             f"{n_params / 1e6:.2f}M parameters on {device} x{world_size} | {dtype} | grad accum {grad_accum_steps} | "
-            f"steps {start_step}..{args.max_steps}{resumed if start_step else ''}"
+            f"steps {start_step}..{args.max_steps}" + (f" | resumed from step {start_step}" if start_step else "")
         )
     min_lr = args.max_lr * args.min_lr_ratio
     mfu = MFU(raw_model, T, device, world_size)
     stop = StopRequest(device, ddp)  # from here on, SIGTERM or Ctrl-C finish the step, save and exit
     step_times = []
+
     for step in range(start_step, args.max_steps + 1):
         last_step = step == args.max_steps
 
@@ -503,10 +505,10 @@ def train(args):
             torch.cuda.synchronize()  # wait for the GPU, so the time below is the step's
         dt = time.time() - t0
         step_times.append(dt)
+        tokens_per_sec = args.total_batch / dt
 
         # ---- log, and a checkpoint every checkpoint_every steps, at the end, and when asked to stop
         if master_process:
-            tokens_per_sec = args.total_batch / dt
             print(
                 f"step {step:5d} | loss {loss:.6f} | lr {lr:.4e} | norm {norm:.4f} | dt {1000 * dt:.1f}ms | "
                 f"tok/sec {tokens_per_sec:.0f}{mfu(tokens_per_sec)}",
@@ -523,12 +525,14 @@ def train(args):
 
     if master_process and len(step_times) > 1:
         dt = sum(step_times[1:]) / len(step_times[1:])  # the first step pays for compilation and warm-up
-        tokens_per_sec = args.total_batch / dt
-        print(f"mean step after the first: {1000 * dt:.1f}ms, {tokens_per_sec:.0f} tok/sec{mfu(tokens_per_sec)}")
+        print(
+            f"mean step after the first: {1000 * dt:.1f}ms, {args.total_batch / dt:.0f} tok/sec"
+            f"{mfu(args.total_batch / dt)}"
+        )
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- plumbing: devices and processes, the run's folder, signals, MFU, the command line
+# ---- plumbing
 
 
 def pick_device(device):
@@ -820,7 +824,7 @@ PRESETS = {
         checkpoint_every=0,
         log_dir="log/cpu",
     ),
-    # GPT-2's larger sizes, with GPT-3's learning rate for a model of that size (GPT-3 paper, table 2.1)
+    # GPT-2's larger sizes, each with the learning rate GPT-3 used at the nearest size (GPT-3 paper, table 2.1)
     "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024, max_lr=3e-4),  # 350M
     "gpt2-large": dict(n_layer=36, n_head=20, n_embd=1280, max_lr=2.5e-4),  # 774M
     "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600, max_lr=2e-4),  # 1558M
