@@ -2,21 +2,26 @@
 
 import asyncio
 import contextlib
+import os
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from textual.app import App
 from textual.widgets import OptionList
 
-from repos import BIG_LINES
+from repos import BIG_LINES, ENV, git
 from walkthrough.app import WalkthroughApp
 from walkthrough.bookmark import Bookmarks
+from walkthrough.cli import main
 from walkthrough.history import load_series
 from walkthrough.patches import HISTORY_RANGE, build
 from walkthrough.rows import MAX_ROWS
 from walkthrough.widgets import DiffView, FileList, HelpScreen, Narration, StepList
-from walkthrough_fixtures import DEMO_STEPS, write_series
+from walkthrough_fixtures import DEMO_STEPS, INJECTED, make_hostile_repo, write_series
 
 SIZE = (120, 40)
 
@@ -161,6 +166,48 @@ def test_file_list_clicks_and_tab_focus(demo_history, tmp_path):
     drive(app, keys, SIZE)
 
 
+def test_copied_checkout_runs_as_exactly_one_checkout_in_a_shell(tmp_path):
+    """Tags named like a shell command, like an option, and like a branch: the copied line, run by sh in a copy of
+    the repository, checks out that step and does nothing else."""
+    repo = make_hostile_repo(tmp_path / "repo")
+    app, _ = reader(repo, tmp_path, "HEAD")
+    copied = []
+
+    async def keys(pilot):
+        for _ in range(app.step_count):
+            await pilot.press("c", "n")
+            copied.append(app.clipboard)
+
+    drive(app, keys, SIZE)
+    assert copied[0] == app.series.steps[0].checkout and INJECTED in copied[0]
+    branches = git(repo, "for-each-ref", "refs/heads")
+    for step, command in zip(app.series.steps, copied, strict=True):
+        clone = tmp_path / f"clone-{step.number}"
+        shutil.copytree(repo, clone)
+        subprocess.run(["sh", "-c", command], cwd=clone, env={**os.environ, **ENV}, check=True, capture_output=True)
+        assert git(clone, "rev-parse", "HEAD").strip() == step.commit.sha
+        assert git(clone, "for-each-ref", "refs/heads") == branches  # no branch made (-b) or switched to (v1)
+    assert not list(tmp_path.rglob("m[123]"))  # nothing the tag's name spells out ran
+
+
+def test_file_names_that_are_not_utf8_are_shown_escaped_with_their_content(tmp_path, monkeypatch):
+    record = recording_editor(tmp_path, monkeypatch)
+    app, notes = reader(make_hostile_repo(tmp_path / "repo"), tmp_path, "HEAD")
+    fake_suspend(app)
+
+    async def keys(pilot):
+        labels = [str(app.query_one(FileList).get_option_at_index(i).prompt) for i in range(2)]
+        assert labels[0].startswith("A caf\\xe9.txt ") and labels[1].startswith('A quote"\tand tab.txt ')
+        await pilot.press("f")
+        assert status(app).endswith("file caf\\xe9.txt")
+        top = diff_lines(app)[:2]
+        assert top[0].startswith("caf\\xe9.txt at x;touch${IFS}m1") and top[1] == "1 latin name"
+        await pilot.press("e")
+        assert notes == [] and record.read_bytes().endswith(b"\nlatin name\n")
+
+    drive(app, keys, SIZE)
+
+
 def test_copy_checkout_command(demo_history, tmp_path):
     app, notes = reader(demo_history, tmp_path)
 
@@ -171,36 +218,95 @@ def test_copy_checkout_command(demo_history, tmp_path):
     drive(app, keys, SIZE)
 
 
-def test_edit_opens_a_copy_of_the_file_at_this_step(demo_history, tmp_path, monkeypatch):
-    record = tmp_path / "editor-saw.txt"
-    editor = tmp_path / "editor.py"
-    # an editor that writes down which file it was given, and what was in it
+def recording_editor(tmp_path: Path, monkeypatch) -> Path:
+    """Set $EDITOR to an editor that writes down which file it was given, and what was in it, in the file returned."""
+    record, editor = tmp_path / "editor-saw.txt", tmp_path / "editor.py"
     editor.write_text(
         "import sys, pathlib\n"
         "seen = sys.argv[1] + '\\n' + open(sys.argv[1]).read()\n"
-        f"pathlib.Path({str(record)!r}).write_text(seen)\n"
+        f"pathlib.Path({str(record)!r}).write_text(seen, errors='surrogateescape')\n"  # a name may not be UTF-8
     )
     monkeypatch.setenv("EDITOR", shlex.join([sys.executable, str(editor)]))
     monkeypatch.delenv("VISUAL", raising=False)
+    return record
+
+
+def fake_suspend(app: WalkthroughApp) -> list[str]:
+    """Stand in for App.suspend (the test driver has no terminal to hand over) the way Textual writes it: the
+    terminal is given back after `yield` only when the block ends without an exception."""
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def suspend():
+        events.append("suspended")
+        yield
+        events.append("resumed")
+
+    app.suspend = suspend
+    return events
+
+
+def test_edit_opens_a_copy_of_the_file_at_this_step_and_removes_it(demo_history, tmp_path, monkeypatch):
+    record = recording_editor(tmp_path, monkeypatch)
     app, notes = reader(demo_history, tmp_path)
-    app.suspend = contextlib.nullcontext  # the test driver has no terminal to hand over
+    events = fake_suspend(app)
 
     async def keys(pilot):
         await pilot.press("colon", "2", "enter", "e")
         path, content = record.read_text().split("\n", 1)
         assert path.endswith("/step-02/train_gpt2.py") and content == DEMO_STEPS[1][2]["train_gpt2.py"]
+        assert events == ["suspended", "resumed"] and notes == []
+        assert not Path(path).exists() and list(app._copies.iterdir()) == []  # gone when the editor exits
 
     drive(app, keys, SIZE)
     app, notes = reader(demo_history, tmp_path)  # a driver that cannot suspend: say where the copy is
+    copies = []
 
     async def keys_again(pilot):
         await pilot.press("e")
-        assert notes[0].startswith("This terminal can't hand over to an editor; the copy is at ")
+        prefix = "This terminal can't hand over to an editor; the copy is at "
+        assert notes[0].startswith(prefix)
+        copies.append(Path(notes[0].removeprefix(prefix)))
+        assert copies[0].read_text() == DEMO_STEPS[1][2]["train_gpt2.py"]  # kept while the app runs
         monkeypatch.delenv("EDITOR")
         await pilot.press("e")
         assert notes[1] == "Set $EDITOR (or $VISUAL) to a command to open files."
 
     drive(app, keys_again, SIZE)
+    assert not copies[0].exists() and not app._copies.exists()  # gone when the app exits
+
+
+@pytest.mark.parametrize("editor", ["no-such-editor-anywhere", "a-folder", "not-executable.txt"])
+def test_an_editor_that_cannot_start_is_a_message_and_the_app_goes_on(demo_history, tmp_path, monkeypatch, editor):
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "not-executable.txt").write_text("not a program\n")
+    command = editor if editor.startswith("no-such") else str(tmp_path / editor)
+    monkeypatch.setenv("EDITOR", command)
+    monkeypatch.delenv("VISUAL", raising=False)
+    app, notes = reader(demo_history, tmp_path)
+    events = fake_suspend(app)
+
+    async def keys(pilot):
+        await pilot.press("e")
+        assert events == ["suspended", "resumed"]  # the terminal is given back
+        reason = "No such file or directory" if editor.startswith("no-such") else "Permission denied"
+        assert notes == [f"Could not start the editor {command!r}: {reason}"]
+        assert list(app._copies.iterdir()) == []
+        await pilot.press("n")
+        assert app.index == 1  # still reading
+
+    drive(app, keys, SIZE)
+    assert not app._copies.exists()
+
+
+def test_a_crash_in_the_reader_exits_non_zero(demo_history, tmp_path, monkeypatch):
+    async def crash(self):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(WalkthroughApp, "on_mount", crash)
+    monkeypatch.setattr(WalkthroughApp, "run", lambda self: App.run(self, headless=True))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert main(["--repo", str(demo_history), HISTORY_RANGE]) == 1
 
 
 def test_help_lists_every_binding(demo_history, tmp_path):
@@ -258,7 +364,12 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
         diff = app.query_one(DiffView)
         assert diff.rows[-1].text == (
             f"… the diff is {BIG_LINES:,} lines; showing the first {MAX_ROWS - 2:,}. "
-            f"See it all: git show {app.series.steps[-1].ref}"
+            f"See it all: git show {app.series.steps[-1].commit.sha}"
+        )
+        await pilot.press("slash", *"line 9999", "enter")  # in the big diff, past the rows it shows
+        assert app.index == 6 and notes[-1] == (
+            f"This match is past the first {MAX_ROWS:,} rows shown: "
+            f"git show {app.series.steps[-1].commit.sha} shows it all."
         )
         await pilot.press("colon", "1", "enter")
         await pilot.click(FileList, offset=(4, 1))

@@ -7,16 +7,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from git import Git
 
 from repos import BIG_LINES, commit, git
 from walkthrough.bookmark import Bookmarks
 from walkthrough.cli import SERIES_FILES, check_series, main
-from walkthrough.diff import parse_diff, side_by_side
+from walkthrough.diff import encode_path, parse_diff, side_by_side
 from walkthrough.errors import WalkthroughError
+from walkthrough.gitcmd import run_git
 from walkthrough.history import load_series
 from walkthrough.patches import build, check, export
 from walkthrough.rows import MAX_ROWS, columns, diff_layout, file_layout
-from walkthrough_fixtures import DEMO_STEPS, write_series
+from walkthrough_fixtures import DEMO_STEPS, INJECTED, LATIN1_NAME, make_hostile_repo, write_series
 
 ROOT = Path(__file__).resolve().parents[1]
 # ---- diffs
@@ -105,12 +107,42 @@ def test_search_finds_narration_and_diff_lines(odd_repo):
         ("nowhere", "HEAD", "not a git repository"),
         (".", "no-such-ref", "bad range 'no-such-ref'"),
         (".", "HEAD..HEAD", "has no commits"),
+        (".", "--output=written-by-git", "a range does not start with '-'"),  # git log would write that file
+        ("b.py", "HEAD", "not a git repository"),  # a file
     ],
 )
 def test_reading_errors_are_one_line(odd_repo, path, rev_range, message):
     with pytest.raises(WalkthroughError, match=message) as error:
         load_series(odd_repo / path if path != "." else odd_repo, rev_range)
-    assert "\n" not in str(error.value)
+    assert "\n" not in str(error.value) and not (odd_repo / "written-by-git").exists()
+
+
+@pytest.fixture(scope="module")
+def hostile_repo(tmp_path_factory) -> Path:
+    return make_hostile_repo(tmp_path_factory.mktemp("hostile") / "repo")
+
+
+def test_file_names_that_are_not_utf8_keep_their_bytes_and_their_status(hostile_repo):
+    series = load_series(hostile_repo)
+    files = {encode_path(file.path): file for file in series.files(0)}
+    assert set(files) == {LATIN1_NAME, b'quote"\tand tab.txt'}
+    latin = files[LATIN1_NAME]
+    assert (latin.status, latin.label) == ("added", "caf\\xe9.txt")  # escaped for the screen
+    assert series.file_at(0, latin.path) == b"latin name\n"
+    assert series.file_at(0, files[b'quote"\tand tab.txt'].path) == b"odd name\n"
+
+
+def test_checkout_commands_name_exactly_the_step_whatever_its_tag(hostile_repo):
+    """Shell-quoted; never an option; --detach where a branch could win over the tag (the shell runs them in
+    test_walkthrough_app's test of c)."""
+    steps = load_series(hostile_repo).steps
+    assert [step.ref for step in steps[:3]] == [INJECTED, "-b", "v1"]
+    assert [step.checkout for step in steps] == [
+        f"git checkout --detach 'refs/tags/{INJECTED}'",
+        "git checkout --detach refs/tags/-b",
+        "git checkout --detach refs/tags/v1",  # the branch v1 is another commit
+        f"git checkout --detach {steps[3].commit.sha}",
+    ]
 
 
 # ---- the diff pane's rows
@@ -118,7 +150,7 @@ def test_reading_errors_are_one_line(odd_repo, path, rev_range, message):
 
 def test_rows_of_a_huge_diff_stop_at_the_cap_and_say_so(odd_repo):
     (big,) = load_series(odd_repo).files(6)
-    layout = diff_layout([big], split=False, ref="step-07")
+    layout = diff_layout([big], False, "step-07")
     assert len(layout.rows) == MAX_ROWS + 1 and layout.rows[0].text == "A big.txt   +10000 −0"
     assert layout.rows[-1].text == (
         f"… the diff is {BIG_LINES:,} lines; showing the first {MAX_ROWS - 2:,}. See it all: git show step-07"
@@ -142,7 +174,7 @@ def test_every_cell_points_at_its_line_in_its_files_column(odd_repo):
 
 def test_side_by_side_rows_put_a_change_beside_what_it_replaces():
     (file,) = parse_diff(b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n keep\n-old\n+new\n")
-    layout = diff_layout([file], split=True, ref="ref")
+    layout = diff_layout([file], True, "ref")
     assert [row.kind for row in layout.rows] == ["file", "hunk", "code", "code"]
     keep, change = layout.rows[2:]
     assert keep.left.line is keep.right.line and (keep.left.side, keep.right.side) == ("old", "new")
@@ -151,12 +183,12 @@ def test_side_by_side_rows_put_a_change_beside_what_it_replaces():
 
 
 def test_whole_file_rows(tmp_path):
-    layout = file_layout("a.py", b"x = 1\ny = 2\n", "step-02")
+    layout = file_layout("a.py", b"x = 1\ny = 2\n", "step-02", "step-02")
     assert [row.text or row.left.line.text for row in layout.rows] == ["a.py at step-02", "x = 1", "y = 2"]
     assert layout.numbers == 1 and layout.text == ["x = 1", "y = 2"] and layout.rows[2].left.line.new == 2
-    assert file_layout("a.py", None, "r").rows[1].text == "not in the repository at this step"
-    assert file_layout("a.bin", b"\0\1", "r").rows[1].text == "binary file: 2 bytes"
-    big = file_layout("big.txt", b"x\n" * (MAX_ROWS + 1), "r")
+    assert file_layout("a.py", None, "r", "r").rows[1].text == "not in the repository at this step"
+    assert file_layout("a.bin", b"\0\1", "r", "r").rows[1].text == "binary file: 2 bytes"
+    big = file_layout("big.txt", b"x\n" * (MAX_ROWS + 1), "r", "r")
     assert len(big.text) == MAX_ROWS and big.rows[-1].text.startswith(f"… {MAX_ROWS + 1:,} lines; showing the first")
 
 
@@ -332,7 +364,38 @@ def test_check_catches_a_patch_that_does_not_apply_and_a_non_canonical_file(tmp_
     patch.write_text(text.replace("More.", "More.\n\n---\n\nA rule: git am takes it for the end of the message."))
     (project / "fineweb.py").write_text("# changed\n")
     (problem,) = check_series(project / "steps", project)
-    assert problem.startswith("0002-Step-02-Two.patch: line 8 differs from what export writes")
+    assert problem.startswith("0002-Step-02-Two.patch: line 8 (narration line 3) is not kept as written")
+
+
+@pytest.mark.parametrize(
+    "old, new, kept",
+    [
+        (b"Adds part 2.", b"Adda part 2.", True),  # a letter: the step says something else now, byte for byte
+        (b"Adds part 2.", b"Adds part 2!", True),
+        (b"part 2.\n", b"part 2. \n", False),  # trailing space: a build drops it
+        (b"part 2.\n", b"part 2.\r\n", False),
+        (b"part 2.", b"part 2\xff", False),  # not UTF-8
+        (b"\n\n## Try", b"\n\n\n## Try", False),  # a run of blank lines
+        (b"Adds part 2.", b"Adds part 2.\n---", False),  # git am ends the message there
+    ],
+)
+def test_check_holds_every_byte_of_a_narration_to_its_patch(steps_dir, tmp_path, old, new, kept):
+    """One byte of a narration changed: check names the patch, or a build carries the change exactly as written."""
+    project = tmp_path / "project"
+    build(steps_dir, project)  # a work tree with the files the series ends at
+    (patch,) = steps_dir.glob("0002-*.patch")
+    text = patch.read_bytes()
+    assert text.count(old) == 1
+    patch.write_bytes(text.replace(old, new))
+    problems = check(steps_dir, project, [])
+    if kept:
+        assert problems == []
+        build(steps_dir, tmp_path / "again")
+        message = run_git(Git(str(tmp_path / "again")), "cat-file", "commit", "step-02")
+        assert new in message
+    else:
+        assert len(problems) == 1 and problems[0].startswith(f"{patch.name}: line ")
+        assert "(narration line " in problems[0] and "is not kept as written" in problems[0]
 
 
 def test_check_compares_every_file_of_the_last_step_and_asks_for_the_listed_ones(tmp_path):
@@ -351,6 +414,82 @@ def test_a_missing_steps_folder_is_one_clear_line(tmp_path, capsys, command):
     assert main(["--project", str(tmp_path), *([command] if command else [])]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no step patches" in err and "Traceback" not in err
+
+
+def test_build_into_a_file_or_over_a_broken_stamp_is_one_line_and_loses_nothing(steps_dir, tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("precious")
+    assert main(["--project", str(tmp_path), "build", "--into", str(tmp_path / "notes.txt")]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"walkthrough: error: {tmp_path / 'notes.txt'} is a file, not a folder: build somewhere else\n"
+    )
+    assert (tmp_path / "notes.txt").read_text() == "precious"
+    history = tmp_path / "history"
+    tip = build(steps_dir, history)[-1][1]
+    stamp = history / ".git" / "walkthrough-build.json"
+    for garbage in (b"{not json", b"", b"\xff", b"[]", b'{"format": 1}', b'{"steps": 1, "tip": 2}'):
+        stamp.write_bytes(garbage)
+        assert main(["--project", str(tmp_path), "build"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"walkthrough: error: {stamp} is not a build stamp we can read") and err.count("\n") == 1
+        assert git(history, "rev-parse", "main").strip() == tip and stamp.read_bytes() == garbage
+
+
+def careless(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    """Mistakes a careless user can make, set up in `tmp`: name -> (arguments, what the one-line error says)."""
+    (tmp / "a-file").write_text("mine\n")
+    (tmp / "steps-is-a-file").mkdir()
+    (tmp / "steps-is-a-file" / "steps").write_text("mine\n")
+    (tmp / "patch-is-a-folder" / "steps" / "0001-Step-01-X.patch").mkdir(parents=True)
+    (tmp / "history-is-a-file").mkdir()
+    (tmp / "history-is-a-file" / "history").write_text("mine\n")
+    return {
+        "--repo a file": (["--repo", str(tmp / "a-file")], f"not a git repository: {tmp / 'a-file'}"),
+        "--project a file": (
+            ["--project", str(tmp / "a-file"), "check"],
+            f"{tmp / 'a-file' / 'steps'}: Not a directory",
+        ),
+        "steps/ a file": (["--project", str(tmp / "steps-is-a-file"), "build"], "steps: Not a directory"),
+        "a patch that is a folder": (["--project", str(tmp / "patch-is-a-folder"), "check"], ".patch: Is a directory"),
+        "--into inside a file": (
+            ["--project", str(tmp), "build", "--into", str(tmp / "a-file" / "h")],
+            f"{tmp / 'a-file'} is a file, not a folder",
+        ),
+        "export --from a file": (
+            ["--project", str(tmp), "export", "--from", str(tmp / "a-file")],
+            "not a git repository",
+        ),
+        "history/ a file": (["--project", str(tmp / "history-is-a-file"), "export"], "not a git repository"),
+    }
+
+
+CARELESS = [
+    "--repo a file",
+    "--project a file",
+    "steps/ a file",
+    "a patch that is a folder",
+    "--into inside a file",
+    "export --from a file",
+    "history/ a file",
+]
+
+
+@pytest.mark.parametrize("case", CARELESS)
+def test_careless_paths_are_one_line_and_exit_1(tmp_path, capsys, case):
+    write_series(tmp_path / "steps", DEMO_STEPS[:1])
+    argv, message = careless(tmp_path)[case]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("walkthrough: error: ") and message in err and err.count("\n") == 1, err
+    assert (tmp_path / "a-file").read_text() == "mine\n"
+
+
+def test_a_relative_project_path_builds_and_checks(tmp_path, monkeypatch):
+    """git applies the patches from inside the new repository: a relative steps/ path must still find them."""
+    project_with(tmp_path, {"run.py": "print(1)\n"})
+    monkeypatch.chdir(tmp_path)
+    assert main(["--project", "project", "build"]) == 0
+    assert check(Path("project/steps"), Path("project"), ["run.py"]) == []
 
 
 def test_cli_build_export_and_reader_errors(tmp_path, capsys):

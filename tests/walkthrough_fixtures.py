@@ -1,4 +1,5 @@
-"""A small series written from Python data, for the walkthrough's tests and its benchmark.
+"""A small series written from Python data, for the walkthrough's tests and its benchmark, and a repository with
+hostile names.
 
 `write_series` commits each step in a scratch repository the way an author would, then exports it, so what
 lands in steps/ is exactly what `walkthrough export` writes.
@@ -6,11 +7,13 @@ lands in steps/ is exactly what `walkthrough export` writes.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 from git import Git
 
+from repos import commit, git
 from walkthrough.gitcmd import ISOLATED, run_git
 from walkthrough.patches import AUTHOR, export
 
@@ -178,3 +181,25 @@ DEMO_STEPS: list[DemoStep] = [
         {"input.txt": None, "data/sample.txt": SHAKESPEARE},
     ),
 ]
+
+
+LATIN1_NAME = b"caf\xe9.txt"  # a file name that is not UTF-8
+# tag names git allows and a shell would run: ; $( ) ` and ${IFS} for the spaces a ref may not hold
+INJECTED = "x;touch${IFS}m1;$(touch${IFS}m2)`touch${IFS}m3`"
+
+
+def make_hostile_repo(path: Path) -> Path:
+    """Four steps with names that trip up careless code: a Latin-1 file name and one with a quote and a tab; tags
+    named like a shell command, like an option (-b), and like a branch that points elsewhere (v1); no tag."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    names = {os.fsdecode(LATIN1_NAME): "latin name\n", 'quote"\tand tab.txt': "odd name\n"}
+    commit(path, "Odd names\n\nFiles git has to quote.", names)
+    git(path, "tag", INJECTED)
+    commit(path, "Option-like tag", {"b.txt": "b\n"})
+    git(path, "update-ref", "refs/tags/-b", "HEAD")  # `git tag` refuses a leading '-'; refs allow it
+    commit(path, "Tag and branch", {"c.txt": "c\n"})
+    git(path, "tag", "v1")
+    git(path, "branch", "v1", "HEAD~2")  # `git checkout v1` would take this branch
+    commit(path, "No tag", {"d.txt": "d\n"})
+    return path

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -19,9 +20,9 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, OptionList, Static
 
 from .bookmark import Bookmarks
-from .diff import FileDiff, Line
+from .diff import FileDiff, Line, shown
 from .history import Match, Series
-from .rows import diff_layout, file_layout
+from .rows import MAX_ROWS, diff_layout, file_layout
 from .widgets import DiffView, FileList, HelpScreen, Narration, Prompt, StepList
 
 
@@ -98,6 +99,8 @@ class WalkthroughApp(App[None]):
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # the app is done: let its objects be collected again
+        if self._copies is not None:  # the copies e made
+            shutil.rmtree(self._copies, ignore_errors=True)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool:
         """: and / are priority keys, handled as they arrive, so the keys typed right after them reach the prompt
@@ -155,14 +158,21 @@ class WalkthroughApp(App[None]):
         step = self.series.steps[self.index]
         diff = self.query_one(DiffView)
         if self.whole_file and self.path is not None:
-            diff.show(file_layout(self.path, self.series.file_at(self.index, self.path), step.ref))
+            diff.show(file_layout(self.path, self.series.file_at(self.index, self.path), step.ref, step.rev))
         else:
-            layout = diff_layout(files, self.split, step.ref)
+            layout = diff_layout(files, self.split, step.rev)
             diff.show(layout)
             file = _position(files, self.path)
             if line is not None:
                 row = layout.line_rows.get(id(line))
-                if row is not None:
+                if row is None:
+                    command = f"git show {shlex.quote(step.rev)}"
+                    self.notify(
+                        f"This match is past the first {MAX_ROWS:,} rows shown: {command} shows it all.",
+                        severity="warning",
+                        markup=False,
+                    )
+                else:
                     diff.mark(row)
             elif file is not None:
                 diff.scroll_to_row(layout.file_rows[file])
@@ -171,7 +181,7 @@ class WalkthroughApp(App[None]):
     def _show_title(self) -> None:
         step = self.series.steps[self.index]
         self.query_one("#title", Static).update(Content(f"Step {step.number}/{self.step_count} · {step.title}"))
-        mode = f"file {self.path}" if self.whole_file else ("side by side" if self.split else "unified")
+        mode = f"file {shown(self.path)}" if self.whole_file else ("side by side" if self.split else "unified")
         parts = [step.ref, mode]
         if self.match is not None:
             parts.append(f"match {self.match + 1}/{len(self.matches)}")
@@ -236,7 +246,9 @@ class WalkthroughApp(App[None]):
 
     async def _jump(self, text: str) -> None:
         if not (text.isdigit() and 1 <= int(text) <= self.step_count):
-            self.notify(f"No step {text!r}: enter a number from 1 to {self.step_count}.", severity="error")
+            self.notify(
+                f"No step {text!r}: enter a number from 1 to {self.step_count}.", severity="error", markup=False
+            )
             return
         await self.go_to(int(text) - 1)
 
@@ -247,7 +259,7 @@ class WalkthroughApp(App[None]):
             self.match = None
             self._show_title()
             if text:
-                self.notify(f"No match for {text!r}.", severity="warning")
+                self.notify(f"No match for {text!r}.", severity="warning", markup=False)
             return
         # the first match from the step you are on
         self.match = next((i for i, m in enumerate(self.matches) if m.step >= self.index), 0)
@@ -290,9 +302,9 @@ class WalkthroughApp(App[None]):
         self._show_change(files)
 
     def action_copy_checkout(self) -> None:
-        command = f"git checkout {self.series.steps[self.index].ref}"
+        command = self.series.steps[self.index].checkout
         self.copy_to_clipboard(command)
-        self.notify(f"Copied: {command}", timeout=3)
+        self.notify(f"Copied: {command}", timeout=3, markup=False)
 
     def action_edit(self) -> None:
         try:
@@ -307,31 +319,46 @@ class WalkthroughApp(App[None]):
             return
         data = self.series.file_at(self.index, self.path)
         if data is None:
-            self.notify(f"{self.path} is deleted at this step.", severity="warning")
+            self.notify(f"{shown(self.path)} is deleted at this step.", severity="warning", markup=False)
             return
         try:
-            copy = self._copy(data)
+            folder, copy = self._copy(data)
         except OSError as error:
-            self.notify(f"Could not write a copy of {self.path}: {error}", severity="error")
+            self.notify(f"Could not write a copy of {shown(self.path)}: {error}", severity="error", markup=False)
             return
+        failure = None
         try:
             with self.suspend():
-                subprocess.run([*editor, str(copy)], check=False)
+                # an exception escaping this block would skip Textual's resume and leave the app frozen: a failed
+                # start is caught here, and reported once the app has the terminal back
+                try:
+                    subprocess.run([*editor, str(copy)], check=False)
+                except OSError as error:  # not found, a folder, not executable
+                    failure = f"Could not start the editor {editor[0]!r}: {error.strerror or error}"
         except SuspendNotSupported:
-            self.notify(f"This terminal can't hand over to an editor; the copy is at {copy}", severity="warning")
-        except FileNotFoundError:
-            self.notify(f"Editor not found: {editor[0]}", severity="error")
+            self.notify(
+                f"This terminal can't hand over to an editor; the copy is at {copy}", severity="warning", markup=False
+            )
+            return  # the copy stays until the app exits
+        # the copy was for this editor; one that returns at once (code without --wait) finds it gone
+        shutil.rmtree(folder, ignore_errors=True)
+        if failure:
+            self.notify(failure, severity="error", markup=False)
 
-    def _copy(self, data: bytes) -> Path:
-        """A read-only copy of the current file as it is at this step: editing the past changes nothing."""
+    def _copy(self, data: bytes) -> tuple[Path, Path]:
+        """(a new folder under the app's copies folder, in it a read-only copy of the current file as it is at this
+        step): editing the past changes nothing."""
         if self._copies is None:
             self._copies = Path(tempfile.mkdtemp(prefix="walkthrough-"))
-        copy = self._copies / self.series.steps[self.index].ref / self.path
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.unlink(missing_ok=True)
+        folder = Path(tempfile.mkdtemp(dir=self._copies))
+        step = folder / self.series.steps[self.index].ref.replace("/", "-")
+        copy = step / self.path
+        if not copy.resolve().is_relative_to(step.resolve()):  # a crafted tree entry like ../x: keep the name
+            copy = step / Path(self.path).name
+        copy.parent.mkdir(parents=True)
         copy.write_bytes(data)
         copy.chmod(0o444)
-        return copy
+        return folder, copy
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.key_rows()))

@@ -66,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(argv)
     except WalkthroughError as error:
-        print(f"walkthrough: error: {error}", file=sys.stderr)
-        return 1
+        message = str(error)
+    except OSError as error:  # a folder where a file should be, a file that can't be read or written
+        message = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+    print(f"walkthrough: error: {message}", file=sys.stderr)
+    return 1
 
 
 def _run(argv: list[str] | None) -> int:
@@ -90,12 +93,14 @@ def _run(argv: list[str] | None) -> int:
             return 1
         print(f"{steps}: the series is sound")
     else:
-        _read(args)
+        return _read(args)
     return 0
 
 
-def _read(args: argparse.Namespace) -> None:
+def _read(args: argparse.Namespace) -> int:
     from .app import WalkthroughApp  # only the reader needs Textual: build, export and check start faster
 
     series = load_series(*args.repo) if args.repo else open_history(args.project)
-    WalkthroughApp(series, Bookmarks(default_path())).run()
+    app = WalkthroughApp(series, Bookmarks(default_path()))
+    app.run()
+    return app.return_code or 0  # 1 when the app died of an exception (Textual has printed its traceback)

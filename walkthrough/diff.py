@@ -1,7 +1,8 @@
 """Parse `git diff` output into files, hunks and lines, and pair lines for a side-by-side view.
 
 Works on bytes: a diff may hold any encoding, so each line is decoded on its own and bad bytes become U+FFFD
-instead of an exception.
+instead of an exception. Paths are kept whole instead: a name that is not UTF-8 decodes with surrogate escapes, so
+it goes back to git as the same bytes, and `shown` escapes it for the screen.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class FileDiff:
     @property
     def label(self) -> str:
         if self.status in ("renamed", "copied"):
-            return f"{self.old_path} → {self.new_path}"
-        return self.path
+            return f"{shown(self.old_path)} → {shown(self.new_path)}"
+        return shown(self.path)
 
     @property
     def added(self) -> int:
@@ -62,10 +63,24 @@ def decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+def decode_path(raw: bytes) -> str:
+    """A path from git, whatever its bytes: encode_path gives them back."""
+    return raw.decode("utf-8", errors="surrogateescape")
+
+
+def encode_path(path: str) -> bytes:
+    return path.encode("utf-8", errors="surrogateescape")
+
+
+def shown(path: str | None) -> str:
+    """A path for the screen: the bytes that are not UTF-8 as \\xNN escapes."""
+    return encode_path(path or "").decode("utf-8", errors="backslashreplace")
+
+
 def unquote(raw: bytes) -> str:
     """A path as git prints it: plain, or in double quotes with C escapes when it has unusual bytes."""
     if not (raw.startswith(b'"') and raw.endswith(b'"') and len(raw) >= 2):
-        return decode(raw)
+        return decode_path(raw)
     out, body, i = bytearray(), raw[1:-1], 0
     while i < len(body):
         if body[i : i + 1] == b"\\" and i + 1 < len(body):
@@ -79,7 +94,7 @@ def unquote(raw: bytes) -> str:
             continue
         out.append(body[i])
         i += 1
-    return decode(bytes(out))
+    return decode_path(bytes(out))
 
 
 def _side_path(raw: bytes) -> str | None:
@@ -101,7 +116,7 @@ def _header_paths(rest: bytes) -> tuple[str, str]:
         end = rest.index(b'" ', 1) + 1
         return _strip_prefix(unquote(rest[:end])), _strip_prefix(unquote(rest[end + 1 :]))
     middle = len(rest) // 2
-    return _strip_prefix(decode(rest[:middle])), _strip_prefix(decode(rest[middle + 1 :]))
+    return _strip_prefix(decode_path(rest[:middle])), _strip_prefix(decode_path(rest[middle + 1 :]))
 
 
 def parse_diff(data: bytes) -> list[FileDiff]:

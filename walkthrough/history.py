@@ -8,17 +8,21 @@ tree.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from git import Repo
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
 
-from .diff import FileDiff, decode, parse_diff
+from .diff import FileDiff, decode, encode_path, parse_diff
 from .errors import WalkthroughError
 from .gitcmd import run_git
 
 SUBJECT = re.compile(r"^Step (\d+): (.*)$")
+PLAIN_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*")  # a name the shell and git's option parser leave alone
+# names git resolves before (or instead of) a tag: HEAD-like files in .git, refs/X, heads/X..., full commit ids
+NOT_A_TAG = re.compile(r"[A-Z_]*HEAD|(refs|tags|heads|remotes)/.*|[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def parse_subject(subject: str) -> tuple[int | None, str]:
@@ -46,6 +50,8 @@ class Commit:
 
 def read_commits(repo: Repo, rev_range: str) -> list[Commit]:
     """The first-parent history of `rev_range`, oldest first."""
+    if rev_range.startswith("-"):  # git would take it for an option (--output=FILE writes a file)
+        raise WalkthroughError(f"bad range {rev_range!r}: a range does not start with '-'")
     out = run_git(
         repo.git,
         "log",
@@ -76,7 +82,7 @@ def open_repo(path: Path | str) -> Repo:
 def read_blob(repo: Repo, rev: str, path: str) -> bytes | None:
     """The bytes of `path` in the tree of `rev`, or None when it has no such file."""
     names = run_git(repo.git, "ls-tree", "-z", "--name-only", rev, "--", path).split(b"\0")
-    if path.encode() not in names:
+    if encode_path(path) not in names:
         return None
     return run_git(repo.git, "cat-file", "blob", f"{rev}:{path}")
 
@@ -85,7 +91,15 @@ def read_blob(repo: Repo, rev: str, path: str) -> bytes | None:
 class Step:
     number: int  # position in the series, from 1
     commit: Commit
-    ref: str  # what `git checkout` takes: the step's tag, or its abbreviated commit id
+    ref: str  # the step's name on screen: its tag, or its abbreviated commit id
+    rev: str  # what git resolves to exactly this commit, and nothing else (see _rev)
+
+    @property
+    def checkout(self) -> str:
+        """A command a POSIX shell runs as one `git checkout` of this step, whatever its tag is called: rev is quoted
+        and never starts with '-'. --detach unless rev is the plain tag name: without it, checkout takes a branch
+        of the same name as rev over rev itself."""
+        return f"git checkout {'' if self.rev == self.ref else '--detach '}{shlex.quote(self.rev)}"
 
     @property
     def title(self) -> str:
@@ -156,16 +170,35 @@ class Series:
         return matches
 
 
-def _tags(repo: Repo) -> dict[str, str]:
-    """commit id -> the tag to check it out by, preferring a step-NN tag."""
-    out = run_git(repo.git, "for-each-ref", "--format=%(objectname) %(*objectname) %(refname:short)", "refs/tags")
+def _tags(repo: Repo) -> dict[str, tuple[str, str]]:
+    """commit id -> (the tag to name it by, preferring a step-NN tag; the rev that checks it out exactly)."""
+    out = run_git(
+        repo.git, "for-each-ref", "--format=%(objectname) %(*objectname) %(refname)", "refs/tags", "refs/heads"
+    )
     tags: dict[str, str] = {}
-    for line in sorted(decode(out).splitlines()):
-        sha, peeled, name = line.split(" ", 2)
-        commit = peeled or sha  # an annotated tag points at a tag object; %(*objectname) is its commit
-        if commit not in tags or (name.startswith("step-") and not tags[commit].startswith("step-")):
+    branches = set()
+    for line in sorted(out.splitlines()):
+        sha, peeled, ref = line.split(b" ", 2)
+        if ref.startswith(b"refs/heads/"):
+            branches.add(ref.removeprefix(b"refs/heads/"))
+            continue
+        commit = (peeled or sha).decode()  # an annotated tag points at a tag object; %(*objectname) is its commit
+        name = ref.removeprefix(b"refs/tags/")
+        if commit not in tags or (name.startswith(b"step-") and not tags[commit].startswith(b"step-")):
             tags[commit] = name
-    return tags
+    return {commit: (decode(name), _rev(name, commit, branches)) for commit, name in tags.items()}
+
+
+def _rev(tag: bytes, commit: str, branches: set[bytes]) -> str:
+    """The tag's own name where git can only read it as that tag and the shell needs no quotes (step-07);
+    refs/tags/NAME for other names; the commit id where the name is not even UTF-8."""
+    try:
+        name = tag.decode()
+    except UnicodeDecodeError:
+        return commit
+    if PLAIN_REF.fullmatch(name) and not NOT_A_TAG.fullmatch(name) and tag not in branches:
+        return name
+    return f"refs/tags/{name}"
 
 
 def load_series(path: Path | str, rev_range: str = "HEAD") -> Series:
@@ -174,5 +207,7 @@ def load_series(path: Path | str, rev_range: str = "HEAD") -> Series:
     if not commits:
         raise WalkthroughError(f"the range {rev_range!r} in {path} has no commits")
     tags = _tags(repo)
-    steps = [Step(n, commit, tags.get(commit.sha, commit.sha[:12])) for n, commit in enumerate(commits, 1)]
+    steps = [
+        Step(n, commit, *tags.get(commit.sha, (commit.sha[:12], commit.sha))) for n, commit in enumerate(commits, 1)
+    ]
     return Series(repo, rev_range, steps)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from git import Git, Repo
 
+from .diff import decode_path, shown
 from .errors import WalkthroughError
 from .gitcmd import ISOLATED, run_git
 from .history import Series, load_series, open_repo, parse_subject, read_commits
@@ -65,8 +65,13 @@ def clean_message(text: str) -> str:
 
 
 def patch_files(steps_dir: Path) -> list[Path]:
-    """steps/*.patch in name order (= step order); an error when there are none."""
-    paths = sorted(Path(steps_dir).glob("*.patch"))
+    """steps/*.patch in name order (= step order); an error when there are none. A steps_dir that can't be listed
+    (a file, no permission) raises OSError, not "no step patches": glob would hide why."""
+    try:
+        # absolute: git applies them from inside another folder
+        paths = sorted(path for path in Path(steps_dir).absolute().iterdir() if path.name.endswith(".patch"))
+    except FileNotFoundError:
+        paths = []
     if not paths:
         raise WalkthroughError(f"{steps_dir}: no step patches (expected files like 0001-Step-01-....patch)")
     return paths
@@ -150,8 +155,20 @@ def _write_stamp(repo: Repo, steps_dir: Path, tip: str) -> None:
 
 
 def _read_stamp(into: Path) -> dict | None:
+    """What the last build wrote in `into`, or None when it has no stamp (it was not made by build)."""
     path = into / ".git" / STAMP
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        stamp = json.loads(path.read_bytes())
+    except ValueError:  # not JSON, or not even UTF-8
+        stamp = None
+    if not (isinstance(stamp, dict) and all(isinstance(stamp.get(key), str) for key in ("steps", "tip"))):
+        raise WalkthroughError(
+            f"{path} is not a build stamp we can read; {into} is left as it is: export it if it holds edits, "
+            "then remove it and build again"
+        )
+    return stamp
 
 
 def _fresh_build(patches: list[Patch], steps_dir: Path, into: Path) -> list[tuple[str, str]]:
@@ -180,6 +197,9 @@ def build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
     """Build steps_dir into the repository `into`; nothing to do when it was built from the same patches."""
     steps_dir, into = Path(steps_dir), Path(into)
     digest = series_hash(steps_dir)
+    existing = next(path for path in (into, *into.parents) if path.exists())  # `into`, or where it would go
+    if not existing.is_dir():
+        raise WalkthroughError(f"{existing} is a file, not a folder: build somewhere else")
     if into.exists():
         stamp = _read_stamp(into)
         if stamp is None:
@@ -239,12 +259,30 @@ def export(source: Path, steps_dir: Path) -> list[Path]:
     return written
 
 
-def _first_difference(a: bytes, b: bytes) -> int:
-    """The 1-based number of the first line where a and b differ."""
-    for n, (x, y) in enumerate(zip(a.splitlines(), b.splitlines(), strict=False), 1):
-        if x != y:
-            return n
-    return min(len(a.splitlines()), len(b.splitlines())) + 1
+def _sections(patch: bytes) -> list[tuple[int, list[bytes]]]:
+    """A patch's mail headers, narration and diff: (the line number each starts at, its lines). Split at \\n
+    only: a carriage return is a byte to compare, not a line break."""
+    lines = patch.split(b"\n")
+    body = lines.index(b"") + 1 if b"" in lines else 0  # the blank line after the headers
+    diff = next((n for n, text in enumerate(lines) if text.startswith(b"diff --git ")), len(lines))
+    return [(1, lines[:body]), (body + 1, lines[body:diff]), (diff + 1, lines[diff:])]
+
+
+def _difference(ours: bytes, theirs: bytes) -> str:
+    """Where a patch first differs from what export writes, and why that can be. The narration is looked at
+    before the headers: a narration byte that is not ASCII makes export add a Content-Type header."""
+    sections = zip(("header", "narration", "diff"), _sections(ours), _sections(theirs))
+    differing = {part: (first, a, b) for part, (first, a), (_, b) in sections if a != b}
+    part = next(part for part in ("narration", "header", "diff") if part in differing)
+    first, a, b = differing[part]
+    n = next((n for n, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    if part == "narration":
+        return (
+            f"line {first + n} (narration line {n + 1}) is not kept as written: a build drops trailing spaces, "
+            "carriage returns and extra blank lines, turns bytes that are not UTF-8 into U+FFFD, and ends the "
+            "narration at a line that starts with '---' or 'diff -'; run walkthrough build, then export"
+        )
+    return f"line {first + n} ({part}) differs from what export writes; run walkthrough build, then export"
 
 
 def check(steps_dir: Path, project: Path, shipped: Iterable[str]) -> list[str]:
@@ -273,25 +311,21 @@ def check(steps_dir: Path, project: Path, shipped: Iterable[str]) -> list[str]:
         else:
             for patch, new in zip(patches, written, strict=True):
                 ours, theirs = patch.path.read_bytes(), new.read_bytes()
-                if ours != theirs:
-                    line = _first_difference(ours, theirs)
-                    problems.append(
-                        f"{patch.path.name}: line {line} differs from what export writes "
-                        "(a narration line starting with '---' or 'diff -'? run walkthrough build, then export)"
-                    )
+                if ours != theirs:  # every byte: the build of this patch must give back this patch
+                    problems.append(f"{patch.path.name}: {_difference(ours, theirs)}")
     return problems
 
 
 def _final_problems(repo: Repo, project: Path, shipped: Iterable[str]) -> list[str]:
     out = run_git(repo.git, "ls-tree", "-r", "-z", "--name-only", "main")
-    names = [os.fsdecode(name) for name in out.split(b"\0") if name]
+    names = [decode_path(name) for name in out.split(b"\0") if name]
     problems = []
     for name in names:
         theirs = _read(project / name)
         if theirs is None:
-            problems.append(f"{name}: in the final step but not in the project ({project})")
+            problems.append(f"{shown(name)}: in the final step but not in the project ({project})")
         elif run_git(repo.git, "cat-file", "blob", f"main:{name}") != theirs:
-            problems.append(f"{name}: the final step's copy differs from the project's")
+            problems.append(f"{shown(name)}: the final step's copy differs from the project's")
     missing = [name for name in shipped if name not in names and (project / name).is_file()]
     return problems + [f"{name}: in the project but missing from the final step" for name in missing]
 

@@ -7,11 +7,12 @@ for a unified diff) because syntax colours are worked out a column at a time, as
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
-from .diff import FileDiff, Hunk, Line, side_by_side
+from .diff import FileDiff, Hunk, Line, shown, side_by_side
 
 MAX_ROWS = 5_000  # the rest of a huge diff is for `git show`: the note at the end says so
 SIDES = {"old": " -", "new": " +", "both": " +-"}  # the kinds of line each column of a file holds
@@ -52,8 +53,9 @@ def columns(file: FileDiff) -> dict[str, list[str]]:
     return {side: [line.text for line in lines if line.kind in kinds] for side, kinds in SIDES.items()}
 
 
-def diff_layout(files: list[FileDiff], split: bool, ref: str) -> Layout:
-    """A step's diff: a header row per file, then its hunks, unified or side by side."""
+def diff_layout(files: list[FileDiff], split: bool, rev: str) -> Layout:
+    """A step's diff: a header row per file, then its hunks, unified or side by side. `rev` (the step's commit, as
+    git takes it) goes into the command the cut-off note gives."""
     layout = Layout([], split)
     rows = layout.rows
     total = 0
@@ -74,10 +76,9 @@ def diff_layout(files: list[FileDiff], split: bool, ref: str) -> Layout:
                 layout.line_rows.update((id(line), len(rows)) for line in lines)
                 rows.append(row)
     if len(rows) >= MAX_ROWS:
-        shown = sum(row.kind == "code" for row in rows)
-        rows.append(
-            Row("note", f"… the diff is {total:,} lines; showing the first {shown:,}. See it all: git show {ref}")
-        )
+        drawn = sum(row.kind == "code" for row in rows)
+        whole = f"git show {shlex.quote(rev)}"
+        rows.append(Row("note", f"… the diff is {total:,} lines; showing the first {drawn:,}. See it all: {whole}"))
     if not files:
         rows.append(Row("note", "this step changes no files"))
     numbers = (n for file in files for hunk in file.hunks for line in hunk.lines for n in (line.old, line.new))
@@ -109,9 +110,9 @@ def _hunk_rows(file: FileDiff, hunk: Hunk, split: bool, at: dict[str, int]) -> I
                 yield Row("code", left=cell(line, "both")), (line,)
 
 
-def file_layout(path: str, data: bytes | None, ref: str) -> Layout:
-    """The whole file as it is after the step."""
-    layout = Layout([Row("file", f"{path} at {ref}")], numbers=1, file_rows=[0], path=path)
+def file_layout(path: str, data: bytes | None, ref: str, rev: str) -> Layout:
+    """The whole file as it is after the step named `ref` on screen and `rev` to git."""
+    layout = Layout([Row("file", f"{shown(path)} at {ref}")], numbers=1, file_rows=[0], path=path)
     rows = layout.rows
     if data is None:
         rows.append(Row("note", "not in the repository at this step"))
@@ -124,8 +125,9 @@ def file_layout(path: str, data: bytes | None, ref: str) -> Layout:
             Row("code", left=Cell(Line(" ", None, n, t), None, "both", n - 1)) for n, t in enumerate(layout.text, 1)
         ]
         if len(text) > MAX_ROWS:
+            whole = shlex.quote(f"{rev}:{shown(path)}")
             rows.append(
-                Row("note", f"… {len(text):,} lines; showing the first {MAX_ROWS:,}. See it all: git show {ref}:{path}")
+                Row("note", f"… {len(text):,} lines; showing the first {MAX_ROWS:,}. See it all: git show {whole}")
             )
     layout.last_number = len(rows)
     return layout
