@@ -425,11 +425,11 @@ def train(args):
     grad_accum_steps = args.total_batch // (B * T * world_size)
 
     # ---- the data, and the folder this run writes (a fresh run never writes over another)
-    run = RunFolder(args, master_process)
     min_tokens, seed = B * T * world_size + 1, args.seed if args.shuffle else None
     train_loader = DataLoaderLite(load_split(args.data, "train", min_tokens), B, T, rank, world_size, seed)
     val_loader = DataLoaderLite(load_split(args.data, "val", min_tokens), B, T, rank, world_size)
     hella_examples = load_hellaswag(args) if args.hellaswag_every > 0 else None
+    run = RunFolder(args, master_process)
 
     # ---- the model
     torch.manual_seed(args.seed)  # every rank starts from the same weights
@@ -520,7 +520,7 @@ def train(args):
             run.save_checkpoint(step + 1, raw_model, optimizer, train_loader)
         if stopping:
             if master_process:
-                print(f"stopped at step {step + 1}: continue with --resume")
+                print(f"stopped at step {step + 1}: resume with --resume")
             break
 
     if master_process and len(step_times) > 1:
@@ -616,6 +616,8 @@ def checkpoint_due(step, every, max_steps):
 
 # besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
 RUN_SETTINGS = "seq_len total_batch seed shuffle max_lr min_lr_ratio warmup_steps weight_decay".split()
+# what a checkpoint needs besides its weights and config to be resumed, and of which type
+RESUME_ENTRIES = {"optimizer": dict, "step": int, "loader": dict, "rng": torch.Tensor, "args": dict, "run_id": str}
 
 
 class RunFolder:
@@ -653,7 +655,10 @@ class RunFolder:
             self._check_same_run(log_id)
 
     def _check_same_run(self, log_id):
-        where, saved = self.checkpoint["path"], self.checkpoint["args"]
+        where = self.checkpoint["path"]
+        if wrong := [k for k, kind in RESUME_ENTRIES.items() if not isinstance(self.checkpoint.get(k), kind)]:
+            raise UserError(f"{where} cannot be resumed: {', '.join(wrong)} missing or of the wrong type")
+        saved = self.checkpoint["args"]
         if log_id and log_id != self.run_id:
             raise UserError(
                 f"{where} is from run {self.run_id}, but {self.log_file} is the log of run {log_id}: "
@@ -707,21 +712,8 @@ def checkpoints(log_dir):
     return sorted(glob.glob(os.path.join(log_dir, "model_*.pt")))
 
 
-# what a checkpoint holds, and the type of each entry: checked before anything is used
-CHECKPOINT_ENTRIES = {
-    "model": dict,
-    "optimizer": dict,
-    "step": int,
-    "config": dict,
-    "loader": dict,
-    "rng": torch.Tensor,
-    "args": dict,
-    "run_id": str,
-}
-
-
 def read_checkpoint(path):
-    """The dict save_checkpoint wrote, its entries checked, plus "path"."""
+    """The dict save_checkpoint wrote ("model", "config", "step", ...), plus "path"."""
     if not os.path.isfile(path):
         raise UserError(f"no checkpoint at {path}")
     try:
@@ -729,13 +721,8 @@ def read_checkpoint(path):
     except Exception as e:  # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
         reason = str(e).splitlines()[0].split(" (")[0]  # the first line, without torch's advice to unpickle anyway
         raise UserError(f"{path} is not a readable checkpoint: {reason}") from None
-    wrong = (
-        [key for key, kind in CHECKPOINT_ENTRIES.items() if not isinstance(checkpoint.get(key), kind)]
-        if isinstance(checkpoint, dict)
-        else list(CHECKPOINT_ENTRIES)
-    )
-    if wrong:
-        raise UserError(f"{path} is not a train_gpt2.py checkpoint: {', '.join(wrong)} missing or of the wrong type")
+    if not (isinstance(checkpoint, dict) and all(isinstance(checkpoint.get(k), dict) for k in ("model", "config"))):
+        raise UserError(f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)")
     try:
         GPTConfig(**checkpoint["config"])
     except TypeError as e:
@@ -894,7 +881,7 @@ def parse_args(argv=None):
         p.set_defaults(**PRESETS[args.preset])
     args = p.parse_args(argv)
     if args.n_embd % args.n_head:
-        p.error(f"--n-embd {args.n_embd} must be a multiple of --n-head {args.n_head} (each head gets n_embd/n_head)")
+        p.error(f"--n-embd {args.n_embd} must be a multiple of --n-head {args.n_head}: each head gets n_embd/n_head")
     if args.vocab_size < 50257:
         p.error(f"--vocab-size {args.vocab_size} is smaller than GPT-2's tokenizer (50257 tokens)")
     if args.seq_len > GPTConfig.block_size:

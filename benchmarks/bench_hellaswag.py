@@ -1,11 +1,12 @@
 """
 HellaSwag scoring speed on CPU, in one run: the lecture's scorer (one example per forward pass, logits at every
-position) against hellaswag.py's (many examples per forward pass, logits only where an ending token is predicted).
+position) against hellaswag_scoring.py's (many examples per forward pass, logits only where an ending token is
+predicted).
 
     python benchmarks/bench_hellaswag.py                  # a small random model, synthetic HellaSwag-shaped data
     python benchmarks/bench_hellaswag.py --data hellaswag_cache/hellaswag_val.jsonl --examples 200
 
-hellaswag.py also runs one example per forward pass, to show what batching adds on its own (on a CPU: nothing; a
+hellaswag_scoring.py also runs one example per forward pass, to show what batching adds on its own (on a CPU: nothing; a
 big batch's logits outgrow the caches). All of them must predict the same endings. Each figure is the best of
 --repeats runs, the scorers taking turns, so a busy machine slows them alike.
 (Offline, point tiktoken at its cache first: export TIKTOKEN_CACHE_DIR=../shared/tiktoken)
@@ -21,7 +22,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the product, and the lecture's scorer (the tests' oracle)
 
-import hellaswag  # noqa: E402
+import hellaswag_scoring  # noqa: E402
+from common import UserError  # noqa: E402
 from fixtures import synthetic_examples  # noqa: E402
 from reference import lecture_predictions  # noqa: E402
 from train_gpt2 import GPT, GPTConfig  # noqa: E402
@@ -44,14 +46,14 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     try:
-        examples = hellaswag.load_examples(args.data) if args.data else shakespeare_examples(args.examples)
-    except hellaswag.HellaSwagError as e:
+        examples = hellaswag_scoring.load_examples(args.data) if args.data else shakespeare_examples(args.examples)
+    except UserError as e:
         p.error(str(e))
     examples = examples[: args.examples]
     torch.manual_seed(0)
     # the size of train_gpt2.py's cpu preset, with GPT-2's (padded) vocabulary
     model = GPT(GPTConfig(n_layer=4, n_head=4, n_embd=128, vocab_size=50304)).eval()
-    rows = [pair for example in examples for pair in hellaswag.render(example)]
+    rows = [pair for example in examples for pair in hellaswag_scoring.render(example)]
     computed = sum(len(ctx) + len(ending) - 1 for ctx, ending in rows)
     needed = sum(len(ending) for _, ending in rows)
     print(
@@ -60,11 +62,11 @@ def main(argv=None):
     )
     print(
         f"{computed} positions (padding aside), of which {needed} ({needed / computed:.0%}) predict an ending token: "
-        f"the lecture's scorer runs the lm_head at all of them, hellaswag.py at those"
+        f"the lecture's scorer runs the lm_head at all of them, ours at those"
     )
 
     def ours(batch_size):
-        return lambda: hellaswag.predict(model, examples, device="cpu", batch_size=batch_size)
+        return lambda: hellaswag_scoring.predict(model, examples, device="cpu", batch_size=batch_size)
 
     baseline = "lecture: one example per forward"
     scorers = {
@@ -72,7 +74,7 @@ def main(argv=None):
         "ours: one example per forward": ours(1),
         f"ours: {args.batch_size} examples per forward": ours(args.batch_size),
     }
-    hellaswag.predict(model, examples[:2], device="cpu", batch_size=2)  # warm-up: first-call allocations
+    hellaswag_scoring.predict(model, examples[:2], device="cpu", batch_size=2)  # warm-up: first-call allocations
     best, predictions = {name: float("inf") for name in scorers}, {}
     for _ in range(args.repeats):
         for name, scorer in scorers.items():

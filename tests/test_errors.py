@@ -1,6 +1,7 @@
 """Bad input, kills, full disks and two runs at once: train_gpt2.py, hellaswag.py, plot_log.py and common.py.
 
-A user's mistake is one line on stderr and exit code 1, never a traceback; nothing is lost or left behind; nothing hangs.
+A user's mistake is one line on stderr and exit code 1, never a traceback; nothing is lost or left behind;
+nothing hangs.
 """
 
 import errno
@@ -20,13 +21,36 @@ import common
 import train_gpt2
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--data", "input.txt", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "-B", "2", "-T", "32",
-        "--total-batch", "64", "--val-every", "0", "--hellaswag-every", "0", "--sample-every", "0", "--device", "cpu"]
+TINY = [
+    "--data",
+    "input.txt",
+    "--n-layer",
+    "2",
+    "--n-head",
+    "2",
+    "--n-embd",
+    "32",
+    "-B",
+    "2",
+    "-T",
+    "32",
+    "--total-batch",
+    "64",
+    "--val-every",
+    "0",
+    "--hellaswag-every",
+    "0",
+    "--sample-every",
+    "0",
+    "--device",
+    "cpu",
+]
 
 
 def script(name, *args, timeout=120):
-    return subprocess.run([sys.executable, name, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, name, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def one_line_error(proc, *words):
@@ -120,8 +144,9 @@ def test_npy_with_a_corrupt_header(tmp_path):
     raw = bytearray(shard.read_bytes())
     raw[20] = ord("!")  # inside the header's dict
     shard.write_bytes(bytes(raw))
-    one_line_error(script("train_gpt2.py", *TINY, "--data", tmp_path, "--log-dir", tmp_path / "log"),
-                   "x_train_000001.npy")
+    one_line_error(
+        script("train_gpt2.py", *TINY, "--data", tmp_path, "--log-dir", tmp_path / "log"), "x_train_000001.npy"
+    )
 
 
 # ---- runs: identity, resume, the lock
@@ -138,18 +163,23 @@ def test_resume_refuses_another_runs_log(tmp_path):
     log_dir = first_run(tmp_path)
     text = (log_dir / "log.txt").read_text()
     (log_dir / "log.txt").write_text(text.replace(text.split()[2], "someoneelse", 1))
-    line = one_line_error(script("train_gpt2.py", *TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"),
-                          "model_00002.pt", "someoneelse")
+    line = one_line_error(
+        script("train_gpt2.py", *TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"),
+        "model_00002.pt",
+        "someoneelse",
+    )
     assert "is from run" in line
     assert "someoneelse" in (log_dir / "log.txt").read_text()  # nothing truncated
 
 
 def test_resume_refuses_other_sizes_and_settings(tmp_path):
     log_dir = first_run(tmp_path)
-    one_line_error(script("train_gpt2.py", *TINY, "--n-layer", 3, "--log-dir", log_dir, "--resume"),
-                   "n_layer 2 (this run: 3)")
-    one_line_error(script("train_gpt2.py", *TINY, "--seed", 7, "--log-dir", log_dir, "--resume"),
-                   "--seed 1337 (this run: 7)")
+    one_line_error(
+        script("train_gpt2.py", *TINY, "--n-layer", 3, "--log-dir", log_dir, "--resume"), "n_layer 2 (this run: 3)"
+    )
+    one_line_error(
+        script("train_gpt2.py", *TINY, "--seed", 7, "--log-dir", log_dir, "--resume"), "--seed 1337 (this run: 7)"
+    )
 
 
 def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path):
@@ -172,16 +202,29 @@ def test_garbage_in_the_log_names_its_line(tmp_path):
     log_dir = first_run(tmp_path)
     with open(log_dir / "log.txt", "a") as f:
         f.write("garbage here\n3 train 1.0\n")
-    one_line_error(script("train_gpt2.py", *TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"),
-                   "log.txt:4:", "garbage here")
+    one_line_error(
+        script("train_gpt2.py", *TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"), "log.txt:4:", "garbage here"
+    )
 
 
 @pytest.mark.parametrize(
     "state, words",
     [
-        ({"model": {}}, ["optimizer", "missing or of the wrong type"]),
-        ({"model": {}, "optimizer": {}, "step": "2", "config": {}, "loader": {}, "rng": torch.zeros(1), "args": {},
-          "run_id": "x"}, ["step"]),
+        ({"model": {}}, ["not a train_gpt2.py checkpoint"]),
+        ({"model": {}, "config": {}}, ["cannot be resumed", "optimizer", "missing or of the wrong type"]),
+        (
+            {
+                "model": {},
+                "optimizer": {},
+                "step": "2",
+                "config": {},
+                "loader": {},
+                "rng": torch.zeros(1),
+                "args": {},
+                "run_id": "x",
+            },
+            ["step"],
+        ),
         ([1, 2, 3], ["not a train_gpt2.py checkpoint"]),
     ],
 )
@@ -200,8 +243,13 @@ def wait_for(path, proc, seconds=60):
 
 def test_two_trainings_never_share_a_log_dir(tmp_path):
     log_dir = tmp_path / "log"
-    first = subprocess.Popen([sys.executable, "train_gpt2.py", *TINY, "--max-steps", "100000", "--log-dir", log_dir],
-                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "train_gpt2.py", *TINY, "--max-steps", "100000", "--log-dir", log_dir],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(log_dir / "log.txt", first)
         second = script("train_gpt2.py", *TINY, "--log-dir", log_dir, "--resume")
@@ -215,9 +263,30 @@ def test_two_trainings_never_share_a_log_dir(tmp_path):
 def test_ctrl_c_before_the_first_step_stops_at_once(tmp_path):
     # the 124M model takes seconds to build on a CPU: the signal lands there, before the loop's own handler
     log_dir = tmp_path / "log"
-    proc = subprocess.Popen([sys.executable, "train_gpt2.py", "--data", "input.txt", "-B", "1", "-T", "32",
-                             "--total-batch", "32", "--device", "cpu", "--hellaswag-every", "0", "--log-dir", log_dir],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "train_gpt2.py",
+            "--data",
+            "input.txt",
+            "-B",
+            "1",
+            "-T",
+            "32",
+            "--total-batch",
+            "32",
+            "--device",
+            "cpu",
+            "--hellaswag-every",
+            "0",
+            "--log-dir",
+            log_dir,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(log_dir / ".lock", proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
@@ -280,7 +349,7 @@ def test_hellaswag_context_longer_than_the_model(tmp_path):
 
     model = train_gpt2.GPT(train_gpt2.GPTConfig(block_size=64, n_layer=1, n_head=1, n_embd=16)).eval()
     example = {"ctx": "word " * 3000, "endings": ["a", "b c", "d e f", "g"], "label": 0}
-    (pred, pred_norm), = hellaswag_scoring.predict(model, [example], device="cpu", fixed_shape=True)
+    ((pred, pred_norm),) = hellaswag_scoring.predict(model, [example], device="cpu", fixed_shape=True)
     assert 0 <= pred < 4 and 0 <= pred_norm < 4
     ctx, cont = hellaswag_scoring.fit(list(range(3000)), [7, 8, 9], 64)
     assert ctx == list(range(3000 - 62, 3000)) and len(ctx) + len(cont) - 1 == 64
@@ -294,8 +363,11 @@ def test_hellaswag_on_a_corrupt_transformers_folder(tmp_path):
     (folder / "config.json").write_text("{ not json")
     data = tmp_path / "h.jsonl"
     data.write_text(json.dumps({"ctx": "A", "endings": ["b", "c", "d", "e"], "label": 0}) + "\n")
-    one_line_error(script("hellaswag.py", "--model", folder, "--data", data, "--device", "cpu"),
-                   "hellaswag.py: error:", "broken-gpt2")
+    one_line_error(
+        script("hellaswag.py", "--model", folder, "--data", data, "--device", "cpu"),
+        "hellaswag.py: error:",
+        "broken-gpt2",
+    )
 
 
 def test_hellaswag_bad_device():
@@ -305,8 +377,11 @@ def test_hellaswag_bad_device():
 def test_plot_into_a_missing_folder(tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("0 train 10.9\n1 train 9.0\n")
-    one_line_error(script("plot_log.py", log, "-o", tmp_path / "no" / "such" / "x.png"), "plot_log.py: error:",
-                   "No such file or directory")
+    one_line_error(
+        script("plot_log.py", log, "-o", tmp_path / "no" / "such" / "x.png"),
+        "plot_log.py: error:",
+        "No such file or directory",
+    )
 
 
 def test_plot_names_the_file_it_writes(tmp_path):

@@ -1,5 +1,5 @@
-"""hellaswag.py against oracles: the lecture's one-example-at-a-time scorer (reference.py), transformers' GPT-2,
-lm-eval, torch's gloo all-reduce.
+"""hellaswag_scoring.py and hellaswag.py against oracles: the lecture's one-example-at-a-time scorer (reference.py),
+transformers' GPT-2, lm-eval, torch's gloo all-reduce.
 
 Everything runs offline on a synthetic HellaSwag-format file and a small random model.
 """
@@ -15,7 +15,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn import functional as F
 
+import common
 import hellaswag
+import hellaswag_scoring
 from fixtures import synthetic_examples
 from reference import lecture_losses, lecture_predictions
 from train_gpt2 import GPT, GPTConfig
@@ -36,7 +38,7 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def examples(data):
-    return hellaswag.load_examples(data)
+    return hellaswag_scoring.load_examples(data)
 
 
 @pytest.fixture(scope="module")
@@ -70,16 +72,16 @@ def printed(out, name):
 
 @pytest.mark.parametrize("batch_size, fixed_shape", [(1, False), (4, False), (4, True), (16, True)])
 def test_batched_equals_reference(model, examples, batch_size, fixed_shape):
-    ours = hellaswag.predict(model, examples, device="cpu", batch_size=batch_size, fixed_shape=fixed_shape)
+    ours = hellaswag_scoring.predict(model, examples, device="cpu", batch_size=batch_size, fixed_shape=fixed_shape)
     assert ours == lecture_predictions(model, examples)
 
 
 @pytest.mark.parametrize("padding", [0, 3])
 def test_losses_equal_reference(model, examples, padding):
     # padding: dummy rows, padded rows and dummy scored positions on top of what the pairs need
-    pairs = [pair for ex in examples for pair in hellaswag.render(ex)]
-    shape = tuple(n + padding for n in hellaswag.batch_shape(pairs))
-    sum_loss, count, greedy = hellaswag.continuation_losses(model, pairs, device="cpu", shape=shape)
+    pairs = [pair for ex in examples for pair in hellaswag_scoring.render(ex)]
+    shape = tuple(n + padding for n in hellaswag_scoring.batch_shape(pairs))
+    sum_loss, count, greedy = hellaswag_scoring.continuation_losses(model, pairs, device="cpu", shape=shape)
     expected = torch.stack([lecture_losses(model, ex)[0] for ex in examples]).flatten()
     torch.testing.assert_close(sum_loss, expected, rtol=1e-5, atol=1e-4)
     assert count.tolist() == [len(ending) for _, ending in pairs]
@@ -97,13 +99,15 @@ def test_greedy_continuation(model):
     ctx = [464, 3290, 318]
     with torch.no_grad():
         cont = model.generate(torch.tensor([ctx]), max_new_tokens=3, top_k=1)[0, len(ctx) :].tolist()
-    _, _, greedy = hellaswag.continuation_losses(model, [(ctx, cont), (ctx, cont[:-1] + [cont[-1] ^ 1])], device="cpu")
+    _, _, greedy = hellaswag_scoring.continuation_losses(
+        model, [(ctx, cont), (ctx, cont[:-1] + [cont[-1] ^ 1])], device="cpu"
+    )
     assert greedy.tolist() == [True, False]
 
 
 def test_evaluate_counts_and_training_mode(model, examples):
     model.train()
-    correct, correct_norm, total = hellaswag.evaluate(model, examples, device="cpu", batch_size=4)
+    correct, correct_norm, total = hellaswag_scoring.evaluate(model, examples, device="cpu", batch_size=4)
     assert model.training  # restored for the training loop
     model.eval()
     reference = lecture_predictions(model, examples)
@@ -168,7 +172,7 @@ def test_lm_eval_agrees(checkpoint, task_dir, model, examples):
     results = hellaswag.run_harness("hellaswag_local", checkpoint=str(checkpoint), include_path=str(task_dir))
     samples = sorted(results["samples"]["hellaswag_local"], key=lambda s: s["doc_id"])
     assert len(samples) == len(examples)
-    ours = hellaswag.predict(model, examples, device="cpu")
+    ours = hellaswag_scoring.predict(model, examples, device="cpu")
     for sample, example, (pred, _) in zip(samples, examples, ours):
         # the same log-likelihoods: lm-eval's context + " ending" requests are our rows
         lls = torch.tensor([ll for ll, _ in sample["filtered_resps"]])
@@ -212,7 +216,7 @@ def test_rolling_loglikelihood(checkpoint, model):
     for ll, text_tokens in zip(got, tokens):
         # lm-eval's definition: each window's input through the model, its last len(preds) positions scored
         expected = 0.0
-        for inputs, preds in get_rolling_token_windows(text_tokens, hellaswag.EOT, CONFIG.block_size, context_len=1):
+        for inputs, preds in get_rolling_token_windows(text_tokens, common.EOT, CONFIG.block_size, context_len=1):
             with torch.no_grad():
                 logits, _ = model(torch.tensor([inputs]))
             expected -= F.cross_entropy(logits[0, -len(preds) :], torch.tensor(preds), reduction="sum").item()
@@ -224,8 +228,8 @@ def test_rolling_loglikelihood(checkpoint, model):
 
 def _rank(rank, world_size, init_file, checkpoint, data, out):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
-    model, examples = hellaswag.load_checkpoint(checkpoint), hellaswag.load_examples(data)
-    counts = hellaswag.evaluate(
+    model, examples = hellaswag.load_model(checkpoint=checkpoint), hellaswag_scoring.load_examples(data)
+    counts = hellaswag_scoring.evaluate(
         model, examples, device="cpu", batch_size=2, rank=rank, world_size=world_size, fixed_shape=True
     )
     counts = torch.tensor(counts)
@@ -238,12 +242,12 @@ def _rank(rank, world_size, init_file, checkpoint, data, out):
 def test_two_ranks_sum_to_single_process(tmp_path, checkpoint, data, model, examples):
     out = tmp_path / "counts.pt"
     mp.spawn(_rank, args=(2, tmp_path / "init", str(checkpoint), str(data), out), nprocs=2)
-    single = hellaswag.evaluate(model, examples, device="cpu", batch_size=2)
+    single = hellaswag_scoring.evaluate(model, examples, device="cpu", batch_size=2)
     assert torch.load(out).tolist() == list(single)
 
 
 def test_ranks_split_examples(model, examples):
-    shares = [hellaswag.evaluate(model, examples, device="cpu", rank=r, world_size=3)[2] for r in range(3)]
+    shares = [hellaswag_scoring.evaluate(model, examples, device="cpu", rank=r, world_size=3)[2] for r in range(3)]
     assert shares == [4, 4, 3]
 
 
@@ -253,8 +257,8 @@ def test_ranks_split_examples(model, examples):
 def test_compiled_equals_eager(model, examples):
     torch._dynamo.reset()
     compiled = torch.compile(model, dynamic=False)
-    got = hellaswag.predict(compiled, examples, device="cpu", batch_size=4, fixed_shape=True)
-    assert got == hellaswag.predict(model, examples, device="cpu", batch_size=4)
+    got = hellaswag_scoring.predict(compiled, examples, device="cpu", batch_size=4, fixed_shape=True)
+    assert got == hellaswag_scoring.predict(model, examples, device="cpu", batch_size=4)
     # one shape for every batch, the partial last one included: compiled once
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
 
@@ -293,16 +297,16 @@ GOOD = synthetic_examples(1)[0]
 def test_bad_data_names_the_line(tmp_path, capsys, line, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(GOOD) + "\n\n" + line + "\n")  # the blank line 2 is skipped, line 3 is bad
-    with pytest.raises(ValueError, match=f"bad.jsonl:3: {message}"):
-        hellaswag.load_examples(path)
+    with pytest.raises(common.UserError, match=f"bad.jsonl:3: {message}"):
+        hellaswag_scoring.load_examples(path)
     rc, out, err = run_main(capsys, "--data", path, "--device", "cpu")
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and "bad.jsonl:3:" in err and "Traceback" not in err
 
 
 def test_empty_data_file(tmp_path):
-    with pytest.raises(ValueError, match="no examples"):
-        hellaswag.load_examples(write_jsonl(tmp_path / "empty.jsonl", []))
+    with pytest.raises(common.UserError, match="no examples"):
+        hellaswag_scoring.load_examples(write_jsonl(tmp_path / "empty.jsonl", []))
 
 
 def test_checkpoint_errors(tmp_path, capsys, checkpoint, data):
@@ -337,11 +341,11 @@ def test_model_that_does_not_exist(tmp_path, capsys, data):
 
 @pytest.mark.parametrize("short", range(3))
 def test_shape_too_small(model, examples, short):
-    pairs = hellaswag.render(examples[0])
-    shape = list(hellaswag.batch_shape(pairs))
+    pairs = hellaswag_scoring.render(examples[0])
+    shape = list(hellaswag_scoring.batch_shape(pairs))
     shape[short] -= 1  # one row, one position or one scored position fewer than the pairs need
-    with pytest.raises(ValueError, match=r"does not fit \("):
-        hellaswag.continuation_losses(model, pairs, device="cpu", shape=tuple(shape))
+    with pytest.raises(common.UserError, match=r"does not fit \("):
+        hellaswag_scoring.continuation_losses(model, pairs, device="cpu", shape=tuple(shape))
 
 
 def test_harness_unknown_task(capsys, checkpoint):
@@ -359,7 +363,7 @@ def test_flag_conflicts(capsys, data):
     ):
         with pytest.raises(SystemExit) as e:
             hellaswag.main([str(a) for a in argv])
-        assert e.value.code == 2
+        assert e.value.code == 1  # one line and exit code 1, like every user mistake
 
 
 # ---- the download: atomic, size and checksum checked (from a file:// URL: no network)
@@ -369,30 +373,30 @@ def test_flag_conflicts(capsys, data):
 def source(tmp_path, monkeypatch):
     """A stand-in for the real file, served from a file:// URL, with its size and sha256 pinned."""
     path = write_jsonl(tmp_path / "served.jsonl", synthetic_examples(3))
-    monkeypatch.setattr(hellaswag, "VAL_URL", path.as_uri())
-    monkeypatch.setattr(hellaswag, "VAL_BYTES", path.stat().st_size)
-    monkeypatch.setattr(hellaswag, "VAL_SHA256", hellaswag.sha256_of(path))
+    monkeypatch.setattr(hellaswag_scoring, "VAL_URL", path.as_uri())
+    monkeypatch.setattr(hellaswag_scoring, "VAL_BYTES", path.stat().st_size)
+    monkeypatch.setattr(hellaswag_scoring, "VAL_SHA256", common.sha256_file(path))
     return path
 
 
 def test_download_once(tmp_path, monkeypatch, source):
     cache = tmp_path / "cache"
-    path = hellaswag.download(cache)
+    path = hellaswag_scoring.download(cache)
     assert path.read_bytes() == source.read_bytes()
     assert [p.name for p in cache.iterdir()] == ["hellaswag_val.jsonl"]
-    monkeypatch.setattr(hellaswag, "VAL_URL", (tmp_path / "gone.jsonl").as_uri())
-    assert hellaswag.download(cache) == path  # cached: not fetched again
+    monkeypatch.setattr(hellaswag_scoring, "VAL_URL", (tmp_path / "gone.jsonl").as_uri())
+    assert hellaswag_scoring.download(cache) == path  # cached: not fetched again
 
 
 def test_download_checksum_mismatch_leaves_nothing(tmp_path, monkeypatch, source):
-    monkeypatch.setattr(hellaswag, "VAL_SHA256", "0" * 64)
-    with pytest.raises(ValueError, match="is not the expected file"):
-        hellaswag.download(tmp_path / "cache")
+    monkeypatch.setattr(hellaswag_scoring, "VAL_SHA256", "0" * 64)
+    with pytest.raises(common.UserError, match="is not the expected file"):
+        hellaswag_scoring.download(tmp_path / "cache")
     assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_download_unreachable(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(hellaswag, "VAL_URL", (tmp_path / "gone.jsonl").as_uri())
+    monkeypatch.setattr(hellaswag_scoring, "VAL_URL", (tmp_path / "gone.jsonl").as_uri())
     rc, _, err = run_main(capsys, "--cache-dir", tmp_path / "cache", "--device", "cpu")
     assert rc == 1 and err.count("\n") == 1 and "could not download" in err
 

@@ -18,10 +18,10 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -88,6 +88,10 @@ def logged(*kinds):
     return verify
 
 
+def three_mistakes_three_lines(out, _):
+    assert out.count("exit code 1") == 3 and "Traceback" not in out, out
+
+
 # CHECK_STEPS=3,7 runs only those steps' checks (handy while editing one step); all of them by default
 ONLY = {int(n) for n in os.environ.get("CHECK_STEPS", "").split(",") if n.strip()}
 
@@ -96,8 +100,10 @@ STEP_LINE = r"step +\d+ \| loss [\d.]+"
 CHECKS: dict[int, Check] = {
     1: Check("--pretrained {hf}", expect=[r"loaded .*: 29 tensors"]),
     2: Check("--pretrained {hf}", verify=matches_transformers),
-    3: Check("--pretrained {hf} --num-samples 2 --max-length 12",
-             expect=[r"(?m)^> Hello, I'm a language model,.*\n> Hello, I'm a language model,"]),
+    3: Check(
+        "--pretrained {hf} --num-samples 2 --max-length 12",
+        expect=[r"(?m)^> Hello, I'm a language model,.*\n> Hello, I'm a language model,"],
+    ),
     4: Check("--num-samples 1 --max-length 10", expect=["using device: cpu", r"(?m)^> Hello, I'm a language model,"]),
     5: Check("-B 2 -T 16", expect=[r"logits \(2, 16, 50257\)"], verify=near_ln_vocab),
     6: Check("--n-layer 2 --n-head 2 --n-embd 64 --max-steps 15", verify=loss_drops(2.0)),
@@ -118,26 +124,55 @@ CHECKS: dict[int, Check] = {
     21: Check(TINY_ACCUM, expect=[STEP_LINE]),
     22: Check(TINY_ACCUM + " --val-every 1 --val-steps 1", expect=[r"validation loss: [\d.]+"]),
     23: Check(TINY_ACCUM + " --val-steps 1 --sample-every 2", expect=[r"sample 0: .Hello, I\\?'m a language model,"]),
-    24: Check(["", HELLA, TINY_ACCUM + " --val-every 1 --val-steps 1", ""], expect=[r"acc_norm [\d.]+"],
-              verify=logged("train", "val")),
-    25: Check(["", TINY_ACCUM + " --val-steps 1 --checkpoint-every 1", ""], expect=[r"model_00001\.pt\s+model_00002\.pt"]),
+    24: Check(
+        ["", HELLA, TINY_ACCUM + " --val-every 1 --val-steps 1", ""],
+        expect=[r"acc_norm [\d.]+"],
+        verify=logged("train", "val"),
+    ),
+    25: Check(
+        ["", TINY_ACCUM + " --val-steps 1 --checkpoint-every 1", ""], expect=[r"model_00001\.pt\s+model_00002\.pt"]
+    ),
     # the SIGTERM comes late (a busy machine must not stop the run before its first checkpoint): the two steps
     # finish first, and --resume continues to step 4; test_train.py sends a real SIGTERM
-    26: Check(["", TINY_ACCUM, TINY_ACCUM + " --max-steps 4"], replace={"-s TERM 20 ": "-s TERM 150 "},
-              expect=["resumed from step 2", r"step +3 \| loss"]),
+    26: Check(
+        ["", TINY_ACCUM, TINY_ACCUM + " --max-steps 4"],
+        replace={"-s TERM 20 ": "-s TERM 150 "},
+        expect=["resumed from step 2", r"step +3 \| loss"],
+    ),
     # the Try-it compiles (minutes on a small CPU): here, the training loop's fixed-shape HellaSwag, uncompiled
-    27: Check(command=["python train_gpt2.py --data input.txt " + TINY_ACCUM + " --val-every 0 --sample-every 0 "
-                       "--hellaswag-every 2 --hellaswag-data {hellaswag}"], expect=[r"HellaSwag accuracy: \d+/8="]),
+    27: Check(
+        command=[
+            "python train_gpt2.py --data input.txt " + TINY_ACCUM + " --val-every 0 --sample-every 0 "
+            "--hellaswag-every 2 --hellaswag-data {hellaswag}"
+        ],
+        expect=[r"HellaSwag accuracy: \d+/8="],
+    ),
     28: Check(TINY_ACCUM + " --val-steps 1", expect=[r"validation loss: [\d.]+"]),
-    29: Check(["", TINY_ACCUM + " --val-steps 1",
-               "--checkpoint log/s29/model_00002.pt --harness hellaswag_local --include-path {tasks} --limit 4"],
-              expect=[r"\|hellaswag_local\|", r"acc_norm [\d.]+"]),
+    29: Check(
+        [
+            "",
+            TINY_ACCUM + " --val-steps 1",
+            "--checkpoint log/s29/model_00002.pt --harness hellaswag_local --include-path {tasks} --limit 4",
+        ],
+        expect=[r"\|hellaswag_local\|", r"acc_norm [\d.]+"],
+    ),
     30: Check("", verify=flops_of_gpt2),
-    31: Check("", expect=[r"parameters on cpu", STEP_LINE]),
-    32: Check("--max-steps 2 --val-every 1 --val-steps 1 --sample-every 0", expect=[STEP_LINE, "validation loss"]),
-    33: Check(["--max-steps 2 --val-every 0 --sample-every 0", "--data {hellaswag}"],
-              replace={"model_00150.pt": "model_00002.pt"}, expect=[r"8 examples, log/cpu/model_00002\.pt on cpu",
-                                                                      r"acc_norm [\d.]+"]),
+    31: Check("--max-steps 2 --val-every 1 --val-steps 1 --sample-every 0", expect=[STEP_LINE, "validation loss"]),
+    # the preset's learning rate: 3e-4 / 715 warmup steps at step 0
+    32: Check("", expect=[r"77\.75M parameters on cpu", r"step +0 \| loss [\d.]+ \| lr 4\.1958e-07"]),
+    33: Check(
+        ["--max-steps 2 --val-every 0 --sample-every 0", "--data {hellaswag}"],
+        replace={"model_00150.pt": "model_00002.pt"},
+        expect=[r"8 examples, log/cpu/model_00002\.pt on cpu", r"acc_norm [\d.]+"],
+    ),
+    34: Check(
+        expect=[
+            r"train_gpt2\.py: error: argument --batch-size/-B: expected a whole number of at least 1",
+            r"--n-embd 128 must be a multiple of --n-head 3",
+            r"empty\.txt holds 0 tokens, fewer than one batch",
+        ],
+        verify=three_mistakes_three_lines,
+    ),
 }
 
 
@@ -175,8 +210,14 @@ def run_step(n: int, narration: str, history: Path, work: Path, values: dict) ->
     tar = subprocess.run(["git", "archive", f"step-{n:02d}"], cwd=history, capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
         archive.extractall(folder, filter="data")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONWARNINGS": "ignore",
+    }
     log, started = [], time.time()
     try:
         for line in command_lines(n, narration, values):
@@ -235,8 +276,10 @@ def results(history, stand_ins, tmp_path_factory) -> dict[int, tuple[bool, str, 
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {n: pool.submit(run_step, n, narrations[n], history, work, stand_ins) for n in narrations}
         done = {n: future.result() for n, future in futures.items()}
-    print(f"\nall {len(done)} step checks: {time.time() - started:.0f}s "
-          f"({', '.join(f'{n}:{t:.0f}s' for n, (_, _, t) in done.items())})")
+    print(
+        f"\nall {len(done)} step checks: {time.time() - started:.0f}s "
+        f"({', '.join(f'{n}:{t:.0f}s' for n, (_, _, t) in done.items())})"
+    )
     return done
 
 

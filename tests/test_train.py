@@ -11,21 +11,52 @@ import pytest
 import torch
 
 import train_gpt2
-from train_gpt2 import GPT, GPTConfig, DataLoaderLite, get_lr, sample
+from train_gpt2 import GPT, DataLoaderLite, GPTConfig, get_lr, sample
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--vocab-size", "50304", "--val-every", "0",
-        "--hellaswag-every", "0", "--sample-every", "0", "--warmup-steps", "2", "--max-lr", "1e-3"]
+TINY = [
+    "--n-layer",
+    "2",
+    "--n-head",
+    "2",
+    "--n-embd",
+    "32",
+    "--vocab-size",
+    "50304",
+    "--val-every",
+    "0",
+    "--hellaswag-every",
+    "0",
+    "--sample-every",
+    "0",
+    "--warmup-steps",
+    "2",
+    "--max-lr",
+    "1e-3",
+]
+
+
+# one thread per run: the comparisons below are exact, and a thread count that varies with a busy machine's load
+# would change the order of float sums between two runs that should agree to the last digit
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run(args, **kwargs):
-    return subprocess.run([sys.executable, "train_gpt2.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, **kwargs)
+    return subprocess.run(
+        [sys.executable, "train_gpt2.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+        **kwargs,
+    )
 
 
 def train_losses(log_dir):
-    lines = (Path(log_dir) / "log.txt").read_text().split("\n")
-    return {int(s): float(v) for s, kind, v in (line.split() for line in lines if line) if kind == "train"}
+    lines = (Path(log_dir) / "log.txt").read_text().splitlines()
+    assert lines[0].startswith("# run ")  # the run's id heads its log
+    return {int(s): float(v) for s, kind, v in (line.split() for line in lines[1:]) if kind == "train"}
 
 
 def final_weights(log_dir):
@@ -176,18 +207,30 @@ def test_loader_reads_shards_memory_mapped(tmp_path):
     for split, n in [("val", 500), ("train", 2000), ("train", 1500)]:
         index = len(list(tmp_path.glob("*.npy")))
         np.save(tmp_path / f"edufineweb_{split}_{index:06d}.npy", np.arange(n, dtype=np.uint16))
-    shards = train_gpt2.load_split(str(tmp_path), "train")
+    shards = train_gpt2.load_split(str(tmp_path), "train", 1)
     assert [len(s) for s in shards] == [2000, 1500]
     assert all(isinstance(s, np.memmap) for s in shards)
-    assert len(train_gpt2.load_split(str(tmp_path), "val")[0]) == 500
+    assert len(train_gpt2.load_split(str(tmp_path), "val", 1)[0]) == 500
 
 
 # ---- whole runs
 
 
 def test_cpu_preset_loss_falls(tmp_path):
-    proc = run(["--preset", "cpu", "--max-steps", "40", "--val-every", "40", "--sample-every", "40",
-                "--log-dir", str(tmp_path)])
+    proc = run(
+        [
+            "--preset",
+            "cpu",
+            "--max-steps",
+            "40",
+            "--val-every",
+            "40",
+            "--sample-every",
+            "40",
+            "--log-dir",
+            str(tmp_path),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     losses = train_losses(tmp_path)
     assert losses[0] == pytest.approx(math.log(50257), abs=0.3)  # at init every token is about equally likely
@@ -197,13 +240,40 @@ def test_cpu_preset_loss_falls(tmp_path):
 
 
 def test_ddp_two_ranks_equal_one_process(tmp_path):
-    common = ["--data", "input.txt", *TINY, "-B", "2", "-T", "32", "--total-batch", "128", "--max-steps", "6",
-              "--device", "cpu"]
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        "-B",
+        "2",
+        "-T",
+        "32",
+        "--total-batch",
+        "128",
+        "--max-steps",
+        "6",
+        "--device",
+        "cpu",
+    ]
     single = run([*common, "--log-dir", str(tmp_path / "single")])
     assert single.returncode == 0, single.stderr
-    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          "train_gpt2.py", *common, "--log-dir", str(tmp_path / "ddp")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    ddp = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "train_gpt2.py",
+            *common,
+            "--log-dir",
+            str(tmp_path / "ddp"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ddp.returncode == 0, ddp.stderr
     assert "grad accum 2" in single.stdout and "grad accum 1" in ddp.stdout and "x2" in ddp.stdout
     a, b = train_losses(tmp_path / "single"), train_losses(tmp_path / "ddp")
@@ -221,14 +291,35 @@ def test_ddp_two_ranks_equal_one_process(tmp_path):
 
 
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
-    common = ["--data", "input.txt", *TINY, "-B", "2", "-T", "32", "--total-batch", "64", "--max-steps", "300",
-              "--device", "cpu", "--val-every", "100"]
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        "-B",
+        "2",
+        "-T",
+        "32",
+        "--total-batch",
+        "64",
+        "--max-steps",
+        "300",
+        "--device",
+        "cpu",
+        "--val-every",
+        "100",
+    ]
     straight = run([*common, "--log-dir", str(tmp_path / "straight")])
     assert straight.returncode == 0, straight.stderr
 
     interrupted = tmp_path / "interrupted"
-    proc = subprocess.Popen([sys.executable, "train_gpt2.py", *common, "--log-dir", str(interrupted)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "train_gpt2.py", *common, "--log-dir", str(interrupted)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for line in proc.stdout:
         if line.startswith("step    10"):
             proc.send_signal(signal.SIGTERM)
@@ -244,7 +335,10 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed from step {stopped_at}" in resumed.stdout
     assert train_losses(interrupted) == train_losses(tmp_path / "straight")  # the same losses to the last digit
-    assert (interrupted / "log.txt").read_text() == (tmp_path / "straight" / "log.txt").read_text()
+    # the same log, line for line, under its own run id (kept across the resume)
+    resumed_log, straight_log = (interrupted / "log.txt").read_text(), (tmp_path / "straight" / "log.txt").read_text()
+    assert resumed_log.split("\n", 1)[1] == straight_log.split("\n", 1)[1]
+    assert resumed_log.startswith("# run ") and resumed_log.split("\n", 1)[0] != straight_log.split("\n", 1)[0]
     wa, wb = final_weights(interrupted), final_weights(tmp_path / "straight")
     for key in wa:
         assert torch.equal(wa[key], wb[key]), key
@@ -280,13 +374,17 @@ def test_corrupt_and_truncated_shards(tmp_path):
 
 
 def test_impossible_batch_and_bad_flags(tmp_path):
-    proc = assert_fails(run(["--preset", "cpu", "--total-batch", "1000", "--log-dir", str(tmp_path)]),
-                        "not a multiple of B*T*world_size")
+    proc = assert_fails(
+        run(["--preset", "cpu", "--total-batch", "1000", "--log-dir", str(tmp_path)]),
+        "not a multiple of B*T*world_size",
+    )
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert_fails(run(["--preset", "cpu", "--model", "d99"]), "invalid choice")
-    assert_fails(run(["--preset", "cpu", "--max-steps", "many"]), "invalid int value")
-    assert_fails(run(["--preset", "cpu", "--resume", str(tmp_path / "missing.pt"), "--log-dir", str(tmp_path)]),
-                 "no checkpoint at")
+    assert_fails(run(["--preset", "d99"]), "invalid choice")
+    assert_fails(run(["--preset", "cpu", "--max-steps", "many"]), "expected a whole number")
+    assert_fails(
+        run(["--preset", "cpu", "--resume", str(tmp_path / "missing.pt"), "--log-dir", str(tmp_path)]),
+        "no checkpoint at",
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -301,18 +399,58 @@ def test_existing_run_is_never_written_over(tmp_path):
 
 def test_compiled_run_with_every_evaluation(tmp_path):
     """torch.compile ON through training, validation, HellaSwag and sampling (the reference must turn compile off)."""
-    rows = [{"ctx": f"A man walks to the {w}. He", "label": i % 4,
-             "endings": ["opens the door.", "sits down.", "eats a fish quickly.", "looks at the sky."]}
-            for i, w in enumerate(["door", "park", "shop", "river", "house", "car"])]
+    rows = [
+        {
+            "ctx": f"A man walks to the {w}. He",
+            "label": i % 4,
+            "endings": ["opens the door.", "sits down.", "eats a fish quickly.", "looks at the sky."],
+        }
+        for i, w in enumerate(["door", "park", "shop", "river", "house", "car"])
+    ]
     hella = tmp_path / "hellaswag.jsonl"
     hella.write_text("".join(json.dumps(r) + "\n" for r in rows))
     log_dir = tmp_path / "log"
-    proc = run(["--data", "input.txt", *TINY, "-B", "4", "-T", "32", "--total-batch", "128", "--max-steps", "2",
-                "--device", "cpu", "--compile", "--val-every", "1", "--val-steps", "2", "--hellaswag-every", "1",
-                "--hellaswag-data", str(hella), "--sample-every", "1", "--log-dir", str(log_dir)])
+    proc = run(
+        [
+            "--data",
+            "input.txt",
+            *TINY,
+            "-B",
+            "4",
+            "-T",
+            "32",
+            "--total-batch",
+            "128",
+            "--max-steps",
+            "2",
+            "--device",
+            "cpu",
+            "--compile",
+            "--val-every",
+            "1",
+            "--val-steps",
+            "2",
+            "--hellaswag-every",
+            "1",
+            "--hellaswag-data",
+            str(hella),
+            "--sample-every",
+            "1",
+            "--log-dir",
+            str(log_dir),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
-    kinds = [line.split()[:2] for line in (log_dir / "log.txt").read_text().splitlines()]
-    assert kinds == [["0", "val"], ["0", "hella"], ["0", "train"], ["1", "val"], ["1", "hella"], ["1", "train"],
-                     ["2", "val"], ["2", "hella"]]
+    kinds = [line.split()[:2] for line in (log_dir / "log.txt").read_text().splitlines()[1:]]
+    assert kinds == [
+        ["0", "val"],
+        ["0", "hella"],
+        ["0", "train"],
+        ["1", "val"],
+        ["1", "hella"],
+        ["1", "train"],
+        ["2", "val"],
+        ["2", "hella"],
+    ]
     assert "HellaSwag accuracy: " in proc.stdout and "/6=" in proc.stdout
     assert proc.stdout.count("sample 0:") == 2  # at steps 1 and 2
