@@ -17,6 +17,6 @@ import train_gpt2  # noqa: E402
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as log_dir:
-        quick = ["--data", "input.txt", "--max-steps", "20", "--val-every", "0", "--hellaswag-every", "0",
-                 "--sample-every", "0", "--log-dir", log_dir]
+        quick = "--data input.txt --max-steps 20 --val-every 0 --hellaswag-every 0 --sample-every 0".split()
+        quick += ["--log-dir", log_dir]
         sys.exit(train_gpt2.main(quick + sys.argv[1:]))
