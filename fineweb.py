@@ -9,14 +9,17 @@ Every document is preceded by <|endoftext|> (50256) and the token stream is cut 
 tokens (the last one shorter), so a document may straddle two shards. The first shard is validation
 (edufineweb_val_000000.npy), the rest are train (edufineweb_train_000001.npy, ...): token for token the layout of the
 GPT-2 reproduction lecture's fineweb.py, so its loader and ours read the same files.
-A manifest.json beside the shards records the source and each shard's size, document count and sha256. A run that was
-interrupted picks up after its last complete shard and writes the same bytes an uninterrupted run would have.
+A manifest.json beside the shards records the settings, a fingerprint of the source, and each shard's size, document
+count and sha256. A run that was interrupted (Ctrl-C, SIGTERM, kill -9, a full disk) picks up after its last complete
+shard and writes the same bytes an uninterrupted run would have; a source that changed since is refused, not mixed in.
+One run at a time writes a folder: a second one is refused while the first holds OUT/.lock.
 """
 
 import argparse
 import hashlib
 import itertools
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -34,60 +37,98 @@ from datasets import load_dataset
 from datasets.exceptions import DatasetGenerationError
 from tqdm import tqdm
 
+from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, sha256_file, write_atomically
+
 FINEWEB = "HuggingFaceFW/fineweb-edu"
 # local files go through datasets' own builders, chosen by extension
 BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}
 # FineWeb-Edu documents average ~1,000 tokens, so a task of 256 is ~50 ms of work for a worker: long enough that the
 # parent's cost per task (one round trip, one copy of the tokens) is noise, short enough to keep every core busy
 DOCS_PER_TASK = 256
+# a shard is filled in memory while the one before it is saved: 2**31 uint16 tokens is 4 GiB a buffer, 8 GiB for two,
+# already more than many machines have. The bound turns a typo (1e12: a MemoryError in np.empty) into a one-line error
+MAX_SHARD_SIZE = 2**31
 
 # ---- tokenizer
 
 enc = tiktoken.get_encoding("gpt2")
-EOT = enc.eot_token  # <|endoftext|> = 50256, the last id: every document starts with it
+assert enc.eot_token == EOT, "every document starts with <|endoftext|>"
 assert enc.n_vocab <= 2**16, "uint16 shards need every token id below 65536"
-
-
-class UserError(Exception):
-    """Bad input or a folder we must not touch: reported as one line, without a traceback."""
-
 
 # ---- command line
 
 
-def count(text: str) -> int:
-    value = float(text)  # so that 1e8 works as well as 100000000 and 100_000_000
-    if not 1 <= value <= sys.maxsize or value != int(value):
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return int(value)
+def shard_size(text):
+    size = count(text)
+    if size > MAX_SHARD_SIZE:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SHARD_SIZE:,} tokens (4 GiB in memory per shard), got {text!r}")
+    return size
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Tokenize a corpus with GPT-2's tokenizer into uint16 .npy shards.")
+def parse_args(argv):
+    parser = ArgumentParser(
+        prog="fineweb.py", description="Tokenize a corpus with GPT-2's tokenizer into uint16 .npy shards."
+    )
     source = parser.add_argument_group("source (default: FineWeb-Edu sample-10BT, train split, from the HF Hub)")
     source.add_argument("--dataset", default=FINEWEB, metavar="ID", help=f"a Hugging Face dataset (default: {FINEWEB})")
     source.add_argument("--name", metavar="CONFIG", help="its config (default: sample-10BT for FineWeb-Edu)")
     source.add_argument("--split", default="train", help="its split (default: train)")
-    source.add_argument("--files", nargs="+", type=Path, metavar="FILE",
-                        help=f"local files instead of --dataset ({', '.join(BUILDERS)})")
+    source.add_argument(
+        "--files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help=f"local files instead of --dataset ({', '.join(BUILDERS)})",
+    )
     source.add_argument("--text-field", default="text", metavar="NAME", help="the column with the text (default: text)")
-    source.add_argument("--sample-by", choices=["document", "paragraph", "line"], default="document",
-                        help=".txt files: one document per file (default), per blank-line paragraph, or per line")
+    source.add_argument(
+        "--sample-by",
+        choices=["document", "paragraph", "line"],
+        default="document",
+        help=".txt files: one document per file (default), per blank-line paragraph, or per line",
+    )
     source.add_argument("--limit-docs", type=count, metavar="N", help="read only the first N documents (a sample)")
     source.add_argument("--limit-tokens", type=count, metavar="N", help="stop after N tokens (a sample)")
     output = parser.add_argument_group("output")
-    output.add_argument("--out", type=Path, default=Path("edu_fineweb10B"), metavar="DIR",
-                        help="folder for the shards and manifest.json (default: edu_fineweb10B)")
-    output.add_argument("--prefix", default="edufineweb",
-                        help="shard names: PREFIX_val_000000.npy, PREFIX_train_000001.npy, ... (default: edufineweb)")
-    output.add_argument("--shard-size", type=count, default=10**8, metavar="N",
-                        help="tokens per shard (default: 1e8, 200 MB)")
-    output.add_argument("--val-shards", type=count, default=1, metavar="N",
-                        help="how many of the first shards are validation (default: 1)")
-    parser.add_argument("--workers", type=count, default=os.cpu_count() or 1, metavar="N",
-                        help="tokenizer processes (default: one per core)")
+    output.add_argument(
+        "--out",
+        type=Path,
+        default=Path("edu_fineweb10B"),
+        metavar="DIR",
+        help="folder for the shards and manifest.json (default: edu_fineweb10B)",
+    )
+    output.add_argument(
+        "--prefix",
+        default="edufineweb",
+        help="shard names: PREFIX_val_000000.npy, PREFIX_train_000001.npy, ... (default: edufineweb)",
+    )
+    output.add_argument(
+        "--shard-size",
+        type=shard_size,
+        default=10**8,
+        metavar="N",
+        help=f"tokens per shard, at most {MAX_SHARD_SIZE:,} (default: 1e8, 200 MB)",
+    )
+    output.add_argument(
+        "--val-shards",
+        type=count,
+        default=1,
+        metavar="N",
+        help="how many of the first shards are validation (default: 1)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=count,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="tokenizer processes (default: one per core)",
+    )
     parser.add_argument("--verify", action="store_true", help="check the shards in --out against manifest.json")
     args = parser.parse_args(argv)
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"argument --out: {args.out} is a file, not a folder")
+    if "/" in args.prefix or os.sep in args.prefix:
+        parser.error(f"argument --prefix: {args.prefix!r} is a file name's start, not a path")
     if args.name is None and args.dataset == FINEWEB:
         args.name = "sample-10BT"  # 10B GPT-2 tokens: the reproduction's budget
     return args
@@ -96,32 +137,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # ---- reading the corpus
 
 
-def describe(args: argparse.Namespace) -> str:
+def describe(args):
     if args.files:
         return str(args.files[0]) + (f" (and {len(args.files) - 1} more files)" if len(args.files) > 1 else "")
     return f"{args.dataset} ({args.name or 'default'}, {args.split})"
 
 
-def builder_for(files: list[Path]) -> str:
+def builder_for(files):
+    for f in files:
+        if f.is_dir():
+            raise UserError(f"{f} is a folder: --files takes files (all of a folder's: --files {f}/*.jsonl)")
+        if not f.exists():
+            raise UserError(f"{f}: no such file")
     unknown = [f for f in files if f.suffix not in BUILDERS]
     if unknown:
         raise UserError(f"{unknown[0]}: unknown file type (expected {', '.join(BUILDERS)})")
     builders = {BUILDERS[f.suffix] for f in files}
     if len(builders) > 1:
         raise UserError(f"--files mixes {' and '.join(sorted(builders))} files: prepare them separately")
-    if all(f.is_file() and f.stat().st_size == 0 for f in files):
+    if all(f.stat().st_size == 0 for f in files):
         raise UserError(f"empty corpus: {', '.join(map(str, files))} holds nothing")
     return builders.pop()
 
 
-def reason(error: BaseException) -> str:
+def reason(error):
     # DatasetGenerationError only says "an error occurred"; its cause says which
     while isinstance(error, DatasetGenerationError) and error.__cause__ is not None:
         error = error.__cause__
     return (str(error).splitlines() or [type(error).__name__])[0]
 
 
-def load_corpus(args: argparse.Namespace):
+def load_corpus(args):
     """The corpus as a datasets.Dataset: Arrow files memory-mapped from disk, so a worker can read any rows by index
     (the parent never touches the text) and a resumed run seeks straight to its document."""
     if args.files:
@@ -130,66 +176,215 @@ def load_corpus(args: argparse.Namespace):
         source = dict(path=builder, data_files=[str(f) for f in args.files], split="train", **options)
     else:
         source = dict(path=args.dataset, name=args.name, split=args.split)
+    # the json builder logs the error it is about to raise: the user would read it twice, once as a long line
+    logging.getLogger("datasets.packaged_modules.json.json").setLevel(logging.CRITICAL)
     try:
         corpus = load_dataset(**source)
     except Exception as e:  # datasets reports bad input with many exception types; the user needs the reason
-        raise UserError(f"cannot read {describe(args)}: {reason(e)}") from None
+        raise bad_input(args, f"cannot read {describe(args)}: {reason(e)}") from None
     if len(corpus) == 0:
         raise UserError(f"empty corpus: {describe(args)} has no documents")
     if args.text_field not in corpus.column_names:
-        raise UserError(f"{describe(args)} has no field {args.text_field!r}; its fields are "
-                        f"{', '.join(corpus.column_names)} (choose one with --text-field)")
+        raise UserError(
+            f"{describe(args)} has no field {args.text_field!r}; its fields are "
+            f"{', '.join(corpus.column_names)} (choose one with --text-field)"
+        )
+    # a column of numbers, lists, or of mixed types (datasets' "Json"). datasets settles a JSON file's column types on
+    # its first 10 MB, though: a number further on arrives as its JSON text, "5", and no check here can tell
+    feature = corpus.features[args.text_field]
+    kind = getattr(feature, "dtype", type(feature).__name__)  # "string"; or "int64", "Json", "List"
+    if kind not in ("string", "large_string"):
+        raise bad_input(args, f"{describe(args)}: field {args.text_field!r} holds {kind} values, not text")
     return corpus.select_columns([args.text_field])
 
 
-def source_settings(args: argparse.Namespace, documents: int) -> dict:
+# ---- finding the line a user must fix, once datasets or a worker has failed on it
+# datasets reports a malformed JSON line by its row within one block of the file, not by its line, and takes bytes
+# that are not UTF-8 without a word (the worker that decodes them fails). Scanning the files ourselves, only after a
+# failure, names the file and the line at no cost to a run that succeeds.
+
+JSON_TYPES = {
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+    str: "a string",
+    type(None): "null",
+}
+
+
+def line_problem(line, field):
+    """What is wrong with one line of a .txt file (field None) or a .jsonl file, or None."""
+    try:
+        text = line.decode("utf-8-sig")  # -sig: a byte-order mark at the start of a file is not an error
+    except UnicodeDecodeError as e:
+        return f"not UTF-8 (byte {e.start + 1} of the line is {line[e.start]:#04x})"
+    if field is None or not text.strip():
+        return None
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"not JSON ({e.msg} at column {e.colno})"
+    if not isinstance(row, dict):
+        return f"not a JSON object but {JSON_TYPES[type(row)]}"
+    value = row.get(field)
+    if value is not None and not isinstance(value, str):
+        return f"{field!r} is {JSON_TYPES[type(value)]}, not a string"
+    try:
+        (value or "").encode()
+    except UnicodeEncodeError as e:  # an escaped lone surrogate, "\ud800": valid JSON, not text
+        return f"{field!r} holds a lone surrogate (\\u{ord(value[e.start]):04x}), which is not text"
+    return None
+
+
+def first_bad_line(files, field):
+    for path in files:
+        if path.suffix in (".jsonl", ".txt"):
+            with open(path, "rb") as f:
+                for number, line in enumerate(f, 1):
+                    if problem := line_problem(line, field if path.suffix == ".jsonl" else None):
+                        return f"{path}, line {number:,}: {problem}"
+    return None
+
+
+def bad_input(args, fallback):
+    """The error to report for input datasets or a worker could not take: its file and line if we can find it."""
+    return UserError((first_bad_line(args.files, args.text_field) if args.files else None) or fallback)
+
+
+# ---- what the shards are made of: settings, and a fingerprint of the source
+
+
+def source_settings(args, documents):
     """Everything that decides the shards' bytes. One folder holds the shards of one set of settings only."""
     if args.files:
         source = {"files": [str(f.resolve()) for f in args.files], "sample_by": args.sample_by}
     else:
         source = {"dataset": args.dataset, "name": args.name, "split": args.split}
-    # the document count is a cheap fingerprint: a corpus that changed between runs rarely keeps its length
-    return source | {"documents_in_source": documents, "text_field": args.text_field, "tokenizer": enc.name,
-                     "prefix": args.prefix, "shard_size": args.shard_size, "val_shards": args.val_shards,
-                     "limit_docs": args.limit_docs, "limit_tokens": args.limit_tokens}
+    return source | {
+        "documents_in_source": documents,
+        "text_field": args.text_field,
+        "tokenizer": enc.name,
+        "prefix": args.prefix,
+        "shard_size": args.shard_size,
+        "val_shards": args.val_shards,
+        "limit_docs": args.limit_docs,
+        "limit_tokens": args.limit_tokens,
+    }
+
+
+def file_fingerprint(path):
+    """Enough to notice a file edited in place without reading all 30 GB of it: its size and modification time, and
+    a hash of its first and last MiB (an edit that keeps both still changes the time)."""
+    stat, ends = path.stat(), hashlib.sha256()
+    with open(path, "rb") as f:
+        ends.update(f.read(1 << 20))
+        f.seek(max(0, stat.st_size - (1 << 20)))
+        ends.update(f.read(1 << 20))
+    return {
+        "file": str(path.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "sha256_of_ends": ends.hexdigest(),
+    }
+
+
+def source_fingerprint(args, corpus):
+    if args.files:
+        return [file_fingerprint(f) for f in args.files]
+    # datasets hashes a dataset's revision and files into the Dataset's fingerprint: a new version changes it
+    return {"datasets_fingerprint": corpus._fingerprint}
+
+
+FINGERPRINT = {"size": "size", "mtime_ns": "modification time", "sha256_of_ends": "first or last MiB"}
+
+
+def check_source(out, recorded, current):
+    """A source edited since the folder's shards were made from it must not be mixed into them on resume."""
+    if recorded == current:
+        return
+    if isinstance(current, list):  # --files: the same files (the settings say so); name the first that changed
+        recorded = recorded if isinstance(recorded, list) else []
+        for i, new in enumerate(current):
+            old = recorded[i] if i < len(recorded) and isinstance(recorded[i], dict) else {}
+            if old != new:
+                differ = " and ".join(name for key, name in FINGERPRINT.items() if old.get(key) != new[key])
+                raise UserError(
+                    f"{new['file']} has changed ({differ}) since the shards in {out} were made from it: "
+                    f"put the original back, or delete {out} to start over"
+                )
+    raise UserError(
+        f"the dataset is not the version the shards in {out} were made from (its datasets fingerprint changed): "
+        f"delete {out} to start over, or choose another --out"
+    )
 
 
 # ---- tokenizing: each worker encodes whole batches of documents, the parent takes the batches in order
 
 corpus_rows = None  # each worker's handle on the corpus, set once by init_worker
+folder_lock = None  # the lock on --out the parent holds while it runs (see prepare)
 
 
-def init_worker(corpus) -> None:
+class BadDocument(Exception):
+    """A document a worker cannot tokenize; args: its index in the corpus, and what is wrong with it."""
+
+
+def init_worker(corpus):
     global corpus_rows
     corpus_rows = corpus
-    # Ctrl-C reaches every process: the parent handles it (finishing the shard it is saving) and stops the workers
+    # Ctrl-C reaches every process, and so does a SIGTERM sent to the whole job: the parent handles both (finishing
+    # the shard it is saving) and stops the workers. A forked worker would otherwise inherit the parent's handler.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=exit_with_parent, daemon=True).start()
+    if folder_lock is not None:
+        # a forked worker shares the parent's lock (flock's lock goes with the open file, and fork copies that): let
+        # go of it, or the lock outlives a parent killed with -9 until the last worker notices (~0.3 s, measured)
+        folder_lock.close()
 
 
-def exit_with_parent() -> None:
+def exit_with_parent():
     # a parent killed outright (kill -9, the OOM killer) cannot stop its workers, which would wait for work forever
     multiprocessing.parent_process().join()
     os._exit(1)
 
 
-def tokenize_rows(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+def read_texts(start, stop):
+    """The texts of documents [start, stop): str, or None where a row has none."""
+    column = corpus_rows.column_names[0]  # the text, the only column load_corpus kept
+    try:
+        texts = corpus_rows[start:stop][column]
+    except UnicodeDecodeError:  # Arrow kept a JSON file's bytes as they were: find the document that is not UTF-8
+        for i in range(start, stop):
+            try:
+                corpus_rows[i]
+            except UnicodeDecodeError as e:
+                raise BadDocument(i, f"not UTF-8 ({e.reason})") from None
+        raise
+    for i, text in enumerate(texts, start):
+        if not isinstance(text, str | None):  # load_corpus refuses columns that are not text; this is the backstop
+            raise BadDocument(i, f"{column!r} is a {type(text).__name__}, not text")
+    return texts
+
+
+def tokenize_rows(start, stop):
     """Tokens of documents [start, stop), each preceded by EOT, and where each document's tokens end."""
-    texts = corpus_rows[start:stop][corpus_rows.column_names[0]]  # the text, the only column load_corpus kept
+    texts = read_texts(start, stop)
     pieces = [np.empty(0, dtype=np.uint32)]  # so that a batch of empty documents concatenates to no tokens
     lengths = np.zeros(len(texts), dtype=np.int64)
     for i, text in enumerate(texts):
         if text:  # empty (or null) documents are skipped, not even an EOT: they are counted as read, nothing more
             # = encode_ordinary (disallowed_special=() makes an "<|endoftext|>" in the text plain text) without building
-            # a Python list of ints: ~7% faster. Arrow strings are valid UTF-8, so encode_ordinary's fix-up for lone
-            # surrogates is never needed. encode_ordinary_batch's threads would only compete with our processes.
+            # a Python list of ints: ~7% faster. read_texts decoded the texts from UTF-8, so encode_ordinary's fix-up
+            # for lone surrogates is never needed. encode_ordinary_batch's threads would compete with our processes.
             ids = enc.encode_to_numpy(text, disallowed_special=())
             pieces += [np.array([EOT], dtype=np.uint32), ids]
             lengths[i] = 1 + len(ids)
     return np.concatenate(pieces).astype(np.uint16), np.cumsum(lengths)
 
 
-def tokenized_batches(pool: ProcessPoolExecutor, first: int, stop: int, in_flight: int):
+def tokenized_batches(pool, first, stop, in_flight):
     """(first document, tokens, document ends) of each batch, in corpus order. At most `in_flight` batches are queued:
     enough that the workers stay busy while the parent copies tokens, few enough that memory stays bounded."""
     starts = iter(range(first, stop, DOCS_PER_TASK))
@@ -203,50 +398,72 @@ def tokenized_batches(pool: ProcessPoolExecutor, first: int, stop: int, in_fligh
         yield start, *batch.result()
 
 
-def corpus_position(start: int, ends: np.ndarray, pos: int) -> tuple[int, int]:
+def corpus_position(start, ends, pos):
     """Where token `pos` of a batch (documents from `start`, document i ending at ends[i]) lies in the corpus:
     (document index, how many of that document's tokens come before it)."""
     i = int(np.searchsorted(ends, pos, side="right"))  # the first document that does not end by pos
     return start + i, pos - (int(ends[i - 1]) if i else 0)
 
 
+# ---- the manifest: what is in the folder, so that a rerun knows where to pick up
+
+SHARD_ENTRY = {"file": str, "tokens": int, "documents": int, "sha256": str, "resume_at": dict}
+
+
+def manifest_problem(manifest):
+    """What makes a manifest.json unusable (a hand edit, a damaged disk), or None; later code can trust its types."""
+    if not isinstance(manifest, dict):
+        return "not a JSON object"
+    for key, kind in {"settings": dict, "complete": bool, "shards": list}.items():
+        if not isinstance(manifest.get(key), kind):
+            return f"{key!r} is missing or not {kind.__name__}"
+    if manifest["complete"] and not isinstance(manifest.get("tokens"), int):
+        return "'tokens' is missing or not int"
+    for i, shard in enumerate(manifest["shards"]):
+        if not (
+            isinstance(shard, dict)
+            and all(isinstance(shard.get(key), kind) for key, kind in SHARD_ENTRY.items())
+            and all(isinstance(shard["resume_at"].get(key), int) for key in ("document", "token"))
+        ):
+            return f"shard entry {i} is not a shard entry"
+    return None
+
+
+def read_manifest(out):
+    path = out / "manifest.json"
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        problem = f"not JSON: {e}"
+    else:
+        problem = manifest_problem(manifest)
+    if problem:
+        raise UserError(f"{path} is damaged ({problem}): delete {out} and rerun to start over")
+    return manifest
+
+
+def write_manifest(out, manifest):
+    save_file(out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+
+
 # ---- writing shards (on a background thread, so tokenizing never waits for the disk)
 
 
-def write_atomically(path: Path, write) -> None:
-    """Write through a temporary name, then rename: a crash leaves the old file or the new one, never half of one."""
-    tmp = path.with_name(path.name + ".tmp")
+def save_file(path, write):
+    """write_atomically, with the file named in its error: a write that fails on a full disk names no file at all."""
     try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())  # on disk before the rename makes it count
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        write_atomically(path, write)
+    except OSError as e:
+        e.filename = str(path)  # the file the user knows, not its temporary name
+        raise
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 24):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def read_manifest(out: Path) -> dict | None:
-    path = out / "manifest.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def write_manifest(out: Path, manifest: dict) -> None:
-    write_atomically(out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
-
-
-def save_shard(out: Path, manifest: dict, tokens: np.ndarray, entry: dict) -> None:
+def save_shard(out, manifest, tokens, entry):
     """The shard first, then the manifest entry that makes it count: a crash in between only costs a rewrite."""
     path = out / entry["file"]
-    write_atomically(path, lambda f: np.save(f, tokens))
+    save_file(path, lambda f: np.save(f, tokens))
     # encode_ordinary never emits EOT, so each EOT in a shard is one document starting there
     entry.update(documents=int(np.count_nonzero(tokens == EOT)), sha256=sha256_file(path))
     manifest["shards"].append(entry)
@@ -256,7 +473,7 @@ def save_shard(out: Path, manifest: dict, tokens: np.ndarray, entry: dict) -> No
 class ShardBuffer:
     """The shard being filled. A full one goes to the writer thread, and filling goes on in a fresh buffer."""
 
-    def __init__(self, out: Path, manifest: dict, writer: ThreadPoolExecutor):
+    def __init__(self, out, manifest, writer):
         self.out, self.manifest, self.writer = out, manifest, writer
         self.settings = manifest["settings"]
         self.index = len(manifest["shards"])
@@ -264,26 +481,29 @@ class ShardBuffer:
         self.fill = 0
         self.saving = None  # the previous shard's save, maybe still running
 
-    def take(self, tokens: np.ndarray) -> int:
+    def take(self, tokens):
         n = min(len(tokens), len(self.tokens) - self.fill)
-        self.tokens[self.fill:self.fill + n] = tokens[:n]
+        self.tokens[self.fill : self.fill + n] = tokens[:n]
         self.fill += n
         return n
 
-    def full(self) -> bool:
+    def full(self):
         return self.fill == len(self.tokens)
 
-    def save(self, resume_at: tuple[int, int]) -> None:
+    def save(self, resume_at):
         """Save the shard; `resume_at` is the corpus position right after its last token, where a rerun starts."""
         self.wait()  # one shard saving at a time, so memory holds two shards at most
         split = "val" if self.index < self.settings["val_shards"] else "train"
-        entry = {"file": f"{self.settings['prefix']}_{split}_{self.index:06d}.npy", "tokens": self.fill,
-                 "resume_at": {"document": resume_at[0], "token": resume_at[1]}}
-        self.saving = self.writer.submit(save_shard, self.out, self.manifest, self.tokens[:self.fill], entry)
+        entry = {
+            "file": f"{self.settings['prefix']}_{split}_{self.index:06d}.npy",
+            "tokens": self.fill,
+            "resume_at": {"document": resume_at[0], "token": resume_at[1]},
+        }
+        self.saving = self.writer.submit(save_shard, self.out, self.manifest, self.tokens[: self.fill], entry)
         self.index += 1
         self.tokens, self.fill = np.empty_like(self.tokens), 0
 
-    def wait(self) -> None:
+    def wait(self):
         if self.saving:
             self.saving.result()  # raises here what the save raised there (a full disk, say)
 
@@ -291,19 +511,26 @@ class ShardBuffer:
 # ---- the run
 
 
-def open_manifest(out: Path, settings: dict) -> dict:
-    """The manifest to continue: the folder's own if its settings are ours, or a fresh one for an unused folder."""
+def open_manifest(out, settings, source):
+    """The manifest to continue: the folder's own if it was made with our settings from our source, or a fresh one for
+    an unused folder."""
     manifest = read_manifest(out)
     if manifest is None:
         if any(out.glob(f"{settings['prefix']}_*.npy")):
-            raise UserError(f"{out} holds shards but no manifest.json (written by another tool?): "
-                            "choose another --out or empty it")
-        return {"settings": settings, "complete": False, "shards": []}
+            raise UserError(
+                f"{out} holds shards but no manifest.json (written by another tool?): choose another --out or empty it"
+            )
+        return {"settings": settings, "source": source, "complete": False, "shards": []}
     if manifest["settings"] != settings:
-        differ = sorted(k for k in settings.keys() | manifest["settings"].keys()
-                        if settings.get(k) != manifest["settings"].get(k))
-        raise UserError(f"{out} holds shards of other settings ({', '.join(differ)} differ): "
-                        f"choose another --out, or delete {out} to start over")
+        differ = sorted(
+            k for k in settings.keys() | manifest["settings"].keys() if settings.get(k) != manifest["settings"].get(k)
+        )
+        raise UserError(
+            f"{out} holds shards of other settings ({', '.join(differ)} differ): "
+            f"choose another --out, or delete {out} to start over"
+        )
+    check_source(out, manifest.get("source", source), source)  # no fingerprint: made before fineweb.py kept them
+    manifest["source"] = source
     # a deleted shard (one --verify flagged, say) is rebuilt, and every shard after it
     kept = list(itertools.takewhile(lambda shard: (out / shard["file"]).exists(), manifest["shards"]))
     if len(kept) < len(manifest["shards"]):
@@ -311,24 +538,25 @@ def open_manifest(out: Path, settings: dict) -> dict:
     return manifest
 
 
-def write_shards(args: argparse.Namespace, corpus, manifest: dict) -> int:
+def write_shards(args, corpus, manifest):
     """Tokenize the corpus from where the manifest's last shard ended; return how many documents were read."""
     done = manifest["shards"]
     document, skip = (done[-1]["resume_at"]["document"], done[-1]["resume_at"]["token"]) if done else (0, 0)
     written = sum(shard["tokens"] for shard in done)
     tokens_left = (args.limit_tokens or sys.maxsize) - written
     end = (min(len(corpus), args.limit_docs or len(corpus)), 0)  # where reading stops, unless --limit-tokens is first
-    args.out.mkdir(parents=True, exist_ok=True)
-    with ProcessPoolExecutor(args.workers, initializer=init_worker, initargs=(corpus,)) as pool, \
-            ThreadPoolExecutor(max_workers=1) as writer, \
-            tqdm(total=end[0], initial=document, unit="doc", desc="documents") as docs_bar, \
-            tqdm(total=args.limit_tokens, initial=written, unit="tok", unit_scale=True, desc="tokens") as tokens_bar:
+    with (
+        ProcessPoolExecutor(args.workers, initializer=init_worker, initargs=(corpus,)) as pool,
+        ThreadPoolExecutor(max_workers=1) as writer,
+        tqdm(total=end[0], initial=document, unit="doc", desc="documents") as docs_bar,
+        tqdm(total=args.limit_tokens, initial=written, unit="tok", unit_scale=True, desc="tokens") as tokens_bar,
+    ):
         shard = ShardBuffer(args.out, manifest, writer)
         for start, tokens, ends in tokenized_batches(pool, document, end[0], in_flight=2 * args.workers):
             begin, skip = skip, 0  # a resumed run drops what its first document already put in the last shard
             pos = begin
             while pos < len(tokens) and tokens_left:
-                n = shard.take(tokens[pos:pos + tokens_left])
+                n = shard.take(tokens[pos : pos + tokens_left])
                 pos, tokens_left = pos + n, tokens_left - n
                 if shard.full():
                     shard.save(resume_at=corpus_position(start, ends, pos))
@@ -343,13 +571,24 @@ def write_shards(args: argparse.Namespace, corpus, manifest: dict) -> int:
     return end[0] + (end[1] > 0)  # a document cut short by --limit-tokens was read too
 
 
-def prepare(args: argparse.Namespace) -> int:
+def prepare(args):
     corpus = load_corpus(args)
-    manifest = open_manifest(args.out, source_settings(args, len(corpus)))
+    args.out.mkdir(parents=True, exist_ok=True)
+    # one run per folder: two would append to one manifest, each with its own idea of the next shard
+    global folder_lock
+    with lock_folder(args.out) as folder_lock:
+        manifest = open_manifest(args.out, source_settings(args, len(corpus)), source_fingerprint(args, corpus))
+        return finish(args, corpus, manifest)
+
+
+def finish(args, corpus, manifest):
+    """Write the shards the manifest does not have yet, then mark it complete."""
     shards = manifest["shards"]
     if manifest["complete"]:
-        print(f"nothing to do: {args.out} already holds all {len(shards)} shards of these settings "
-              f"({manifest['tokens']:,} tokens); --verify checks them")
+        print(
+            f"nothing to do: {args.out} already holds all {len(shards)} shards of these settings "
+            f"({manifest['tokens']:,} tokens); --verify checks them"
+        )
         return 0
     if shards:
         resume = shards[-1]["resume_at"]
@@ -357,17 +596,25 @@ def prepare(args: argparse.Namespace) -> int:
     else:
         print(f"tokenizing {describe(args)} into {args.out} with {args.workers} workers")
     shards_before, tokens_before, started = len(shards), sum(s["tokens"] for s in shards), time.time()
-    documents_read = write_shards(args, corpus, manifest)
+    try:
+        documents_read = write_shards(args, corpus, manifest)
+    except BadDocument as e:
+        index, problem = e.args
+        raise bad_input(args, f"document {index:,} of {describe(args)} (counting from 0): {problem}") from None
     elapsed = time.time() - started
     tokens, documents = sum(s["tokens"] for s in shards), sum(s["documents"] for s in shards)
     if tokens == 0:
         raise UserError(f"empty corpus: all {documents_read:,} documents of {describe(args)} are empty")
     manifest.update(complete=True, tokens=tokens, documents=documents, empty_documents=documents_read - documents)
     write_manifest(args.out, manifest)
-    print(f"{args.out}: {len(shards)} shards, {tokens:,} tokens; documents: {documents:,} tokenized, "
-          f"{documents_read - documents:,} empty skipped")
-    print(f"this run: {len(shards) - shards_before} shards, {tokens - tokens_before:,} tokens in {elapsed:.1f} s "
-          f"= {(tokens - tokens_before) / elapsed:,.0f} tokens/s with {args.workers} workers")
+    print(
+        f"{args.out}: {len(shards)} shards, {tokens:,} tokens; documents: {documents:,} tokenized, "
+        f"{documents_read - documents:,} empty skipped"
+    )
+    print(
+        f"this run: {len(shards) - shards_before} shards, {tokens - tokens_before:,} tokens in {elapsed:.1f} s "
+        f"= {(tokens - tokens_before) / elapsed:,.0f} tokens/s with {args.workers} workers"
+    )
     if len(shards) <= args.val_shards:
         print("note: every token went to validation; a smaller --shard-size leaves some for training", file=sys.stderr)
     return 0
@@ -376,29 +623,31 @@ def prepare(args: argparse.Namespace) -> int:
 # ---- verifying
 
 
-def shard_problems(path: Path, expected: dict) -> list[str]:
+def shard_problems(path, expected):
     try:
         tokens = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as e:
-        return [f"unreadable ({e})"]
+    except Exception as e:  # a damaged header makes numpy raise ValueError, SyntaxError, tokenize.TokenError, ...
+        return [f"unreadable ({(str(e).splitlines() or [type(e).__name__])[0]})"]
     problems = []
-    if tokens.dtype != np.uint16:
-        problems.append(f"dtype {tokens.dtype}, not uint16")
-    if tokens.shape != (expected["tokens"],):
+    if tokens.dtype != np.uint16 or tokens.ndim != 1:
+        problems.append(f"a {tokens.dtype} array of shape {tokens.shape}, not uint16 tokens")
+    elif tokens.shape != (expected["tokens"],):
         problems.append(f"{tokens.size:,} tokens, not {expected['tokens']:,}")
-    if tokens.size and tokens.max() >= enc.n_vocab:
+    elif tokens.size and tokens.max() >= enc.n_vocab:
         problems.append(f"token ids >= {enc.n_vocab}")
-    if (documents := np.count_nonzero(tokens == EOT)) != expected["documents"]:
+    elif (documents := np.count_nonzero(tokens == EOT)) != expected["documents"]:
         problems.append(f"{documents:,} <|endoftext|> tokens, not {expected['documents']:,}")
     if sha256_file(path) != expected["sha256"]:
         problems.append("sha256 differs")
     return problems
 
 
-def verify(out: Path) -> int:
+def verify(out):
+    if not out.is_dir():
+        raise UserError(f"{out}: no such folder, nothing to verify")
     manifest = read_manifest(out)
     if manifest is None:
-        raise UserError(f"{out / 'manifest.json'} not found: nothing to verify")
+        raise UserError(f"{out} holds no manifest.json (not a folder fineweb.py wrote): nothing to verify")
     shards = manifest["shards"]
     bad = 0
     for shard in tqdm(shards, unit="shard", desc="verifying"):
@@ -413,20 +662,37 @@ def verify(out: Path) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+# ---- the command line's exits: one line for each way a run can stop early
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, a job scheduler, a container stopping): stopped as Ctrl-C stops a run."""
+
+
+def terminate(signum, frame):
+    raise Terminated
+
+
+def main(argv=None):
     args = parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        return verify(args.out) if args.verify else prepare(args)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-    except OSError as e:  # a full disk, a read-only folder
-        print(f"error: {e}", file=sys.stderr)
+        return run_cli("fineweb.py", lambda: verify(args.out) if args.verify else prepare(args))
     except BrokenProcessPool:
-        print("error: a tokenizer process died (out of memory? killed?); rerun the same command to resume",
-              file=sys.stderr)
-    except KeyboardInterrupt:
+        print(
+            "fineweb.py: error: a tokenizer process died (out of memory? killed?); rerun the same command to resume",
+            file=sys.stderr,
+        )
+    except MemoryError:
+        print(
+            "fineweb.py: error: out of memory: try a smaller --shard-size (two shards are held in memory at once)",
+            file=sys.stderr,
+        )
+    except KeyboardInterrupt as e:  # the with-blocks on the way out saved the shard in hand and stopped the workers
         print("interrupted: rerun the same command to resume", file=sys.stderr)
-        return 130
+        return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 1
 
 

@@ -2,7 +2,9 @@
 documents' encode_ordinary tokens, each preceded by <|endoftext|>."""
 
 import contextlib
+import errno
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -33,7 +35,7 @@ def sample_documents(n: int, seed: int, longest: int = 6000) -> list[str]:
     docs = []
     for _ in range(n):
         start, length = rng.randrange(len(SHAKESPEARE) - longest), rng.randint(20, longest)
-        docs.append(SHAKESPEARE[start:start + length])
+        docs.append(SHAKESPEARE[start : start + length])
     docs[1] = ""  # empty documents are skipped and counted
     docs[2] = "An <|endoftext|> in the text is just text, and so are émigrés, 東京 and 🤖."
     docs[3] = "x"  # a one-token document
@@ -66,8 +68,23 @@ def manifest(out: Path) -> dict:
 
 def run(*args) -> int:
     argv = [str(a) for a in args]
-    # two workers unless a test says otherwise, whatever the machine: parallel, yet cheap to start
-    return fineweb.main(argv if "--workers" in argv else argv + ["--workers", "2"])
+    try:
+        # two workers unless a test says otherwise, whatever the machine: parallel, yet cheap to start
+        return fineweb.main(argv if "--workers" in argv else argv + ["--workers", "2"])
+    except SystemExit as e:  # a bad flag: argparse exits
+        return e.code
+
+
+def folder(out: Path) -> dict[str, bytes]:
+    """Every file in out but the lock (which each run rewrites with its pid): what a refused run must not change."""
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"}
+
+
+def one_error_line(err: str) -> str:
+    """The error a failed run ends with (progress bars may come before it), checked to be one line, no traceback."""
+    *_, last = err.splitlines()
+    assert last.startswith("fineweb.py: error: ") and "Traceback" not in err, err
+    return last
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -98,7 +115,8 @@ def test_jsonl_corpus_becomes_the_eot_joined_encoding_cut_into_exact_shards(tmp_
     expected = eot_joined(DOCS)
     files = shard_files(out)
     assert [p.name for p in files] == ["edufineweb_val_000000.npy"] + [
-        f"edufineweb_train_{i:06d}.npy" for i in range(1, len(files))]
+        f"edufineweb_train_{i:06d}.npy" for i in range(1, len(files))
+    ]
     shards = [np.load(p) for p in files]
     assert all(s.dtype == np.uint16 for s in shards)
     assert [len(s) for s in shards[:-1]] == [1000] * (len(shards) - 1) and 0 < len(shards[-1]) <= 1000
@@ -117,11 +135,11 @@ def test_jsonl_corpus_becomes_the_eot_joined_encoding_cut_into_exact_shards(tmp_
 def test_rerun_of_a_finished_run_does_nothing_and_says_so(tmp_path, capsys):
     files, out = write_jsonl(tmp_path / "docs.jsonl", DOCS), tmp_path / "shards"
     assert run("--files", files, "--out", out, "--shard-size", 5000) == 0
-    written = {p: p.stat().st_mtime_ns for p in out.iterdir()}
+    written = {p: p.stat().st_mtime_ns for p in out.iterdir() if p.name != ".lock"}
     capsys.readouterr()
     assert run("--files", files, "--out", out, "--shard-size", 5000) == 0
     assert "nothing to do" in capsys.readouterr().out
-    assert {p: p.stat().st_mtime_ns for p in out.iterdir()} == written
+    assert {p: p.stat().st_mtime_ns for p in out.iterdir() if p.name != ".lock"} == written
 
 
 def test_limits_cut_a_sample(tmp_path):
@@ -161,8 +179,12 @@ def test_parquet_with_another_text_field(tmp_path):
 def test_the_lectures_loader_reads_the_shards(tmp_path):
     # the reproduction lecture's loader: files whose name holds the split, sorted, each loaded with np.load
     out = tmp_path / "out"
-    assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", out, "--shard-size", 3000,
-               "--val-shards", 2) == 0
+    assert (
+        run(
+            "--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", out, "--shard-size", 3000, "--val-shards", 2
+        )
+        == 0
+    )
     streams = {}
     for split in ["val", "train"]:
         names = sorted(s for s in os.listdir(out) if split in s)
@@ -182,20 +204,27 @@ def test_missing_text_field_names_the_fields_there_are(tmp_path, capsys, quiet_d
     assert len(err.splitlines()) == 1 and "'text'" in err and "body, title" in err
 
 
-@pytest.mark.parametrize("name, content, complaint", [
-    ("empty.jsonl", "", "empty corpus"),
-    ("empty.txt", "", "empty corpus"),
-    ("blank.jsonl", '{"text": ""}\n{"text": null}\n', "empty corpus: all 2 documents"),
-    ("broken.jsonl", '{"text": "fine"}\n{"text": oops\n', "cannot read"),
-    ("junk.parquet", "not a parquet file", "cannot read"),
-    ("notes.md", "# hi", "unknown file type"),
-])
+@pytest.mark.parametrize(
+    "name, content, complaint",
+    [
+        ("empty.jsonl", "", "empty corpus"),
+        ("empty.txt", "", "empty corpus"),
+        ("blank.jsonl", '{"text": ""}\n{"text": null}\n', "empty corpus: all 2 documents"),
+        (
+            "broken.jsonl",
+            '{"text": "fine"}\n{"text": oops\n',
+            "broken.jsonl, line 2: not JSON (Expecting value at column 10)",
+        ),
+        ("junk.parquet", "not a parquet file", "cannot read"),
+        ("notes.md", "# hi", "unknown file type"),
+    ],
+)
 def test_bad_input_is_one_clear_error(tmp_path, capsys, quiet_datasets, name, content, complaint):
     (tmp_path / name).write_text(content)
     assert run("--files", tmp_path / name, "--out", tmp_path / "out") == 1
     err = capsys.readouterr().err
     *before, last = err.splitlines()
-    assert last.startswith("error: ") and complaint in last and "Traceback" not in err, err
+    assert last.startswith("fineweb.py: error: ") and complaint in last and "Traceback" not in err, err
     # the rest fail before any work; a corpus of empty documents shows as such once read, after the progress bars
     assert not before or name == "blank.jsonl"
     assert not (tmp_path / "out" / "manifest.json").exists()
@@ -211,19 +240,20 @@ def test_output_folder_that_cannot_be_made(tmp_path, capsys, quiet_datasets):
     (tmp_path / "taken").write_text("a file where the folder should go")
     assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", tmp_path / "taken") == 1
     *bars, last = capsys.readouterr().err.splitlines()
-    assert last.startswith("error: ") and "taken" in last and not bars
+    assert last.startswith("fineweb.py: error: ") and "taken is a file, not a folder" in last and not bars
+    assert (tmp_path / "taken").read_text() == "a file where the folder should go"
 
 
 def test_refuses_to_mix_settings_in_one_folder(tmp_path, capsys, quiet_datasets):
     files, out = write_jsonl(tmp_path / "docs.jsonl", DOCS), tmp_path / "out"
     assert run("--files", files, "--out", out, "--shard-size", 1000) == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = folder(out)
     other = write_jsonl(tmp_path / "other.jsonl", DOCS[:10])
     capsys.readouterr()
     assert run("--files", other, "--out", out, "--shard-size", 2000) == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "shard_size" in err and "files" in err
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert folder(out) == before
 
 
 def test_refuses_a_folder_of_shards_without_a_manifest(tmp_path, capsys, quiet_datasets):
@@ -233,7 +263,222 @@ def test_refuses_a_folder_of_shards_without_a_manifest(tmp_path, capsys, quiet_d
     assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", out) == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "no manifest.json" in err
-    assert sorted(p.name for p in out.iterdir()) == ["edufineweb_train_000001.npy"]
+    assert sorted(folder(out)) == ["edufineweb_train_000001.npy"]
+
+
+def test_missing_file_and_a_folder_for_a_file(tmp_path, capsys, quiet_datasets):
+    (tmp_path / "corpus").mkdir()
+    write_jsonl(tmp_path / "corpus" / "docs.jsonl", DOCS)
+    assert run("--files", tmp_path / "corpus", "--out", tmp_path / "out") == 1
+    assert f"{tmp_path / 'corpus'} is a folder: --files takes files" in one_error_line(capsys.readouterr().err)
+    assert run("--files", tmp_path / "corpus" / "nope.jsonl", "--out", tmp_path / "out") == 1
+    assert f"{tmp_path / 'corpus' / 'nope.jsonl'}: no such file" in one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, complaint",
+    [
+        # 2 TB of shard buffer: numpy's MemoryError, were the flag not bounded
+        (
+            ["--shard-size", "1e12"],
+            "argument --shard-size: at most 2,147,483,648 tokens (4 GiB in memory per shard), got '1e12'",
+        ),
+        (["--workers", "0"], "argument --workers: expected a whole number of at least 1, got '0'"),
+        (["--val-shards", "-1"], "argument --val-shards: expected a whole number of at least 1, got '-1'"),
+        (["--limit-docs", "lots"], "argument --limit-docs: expected a whole number, got 'lots'"),
+        (["--prefix", "../elsewhere"], "argument --prefix: '../elsewhere' is a file name's start, not a path"),
+    ],
+)
+def test_bad_flags_are_one_line_before_any_work(tmp_path, capsys, flags, complaint):
+    assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", tmp_path / "out", *flags) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"fineweb.py: error: {complaint} (see --help)"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_running_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch, quiet_datasets):
+    def no_memory(self, tokens):
+        raise MemoryError
+
+    monkeypatch.setattr(fineweb.ShardBuffer, "take", no_memory)
+    out = tmp_path / "out"
+    assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", out, "--shard-size", 1000) == 1
+    assert "fineweb.py: error: out of memory: try a smaller --shard-size" in one_error_line(capsys.readouterr().err)
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing written, nothing half-written
+
+
+def test_every_token_in_validation_is_noted(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert (
+        run(
+            "--files",
+            write_jsonl(tmp_path / "docs.jsonl", DOCS),
+            "--out",
+            out,
+            "--shard-size",
+            20_000,
+            "--val-shards",
+            5,
+        )
+        == 0
+    )
+    assert [p.name.split("_")[1] for p in shard_files(out)] == ["val", "val"]
+    assert "note: every token went to validation" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "make, complaint",
+    [
+        (lambda out: None, "no such folder, nothing to verify"),
+        (lambda out: out.mkdir(), "holds no manifest.json (not a folder fineweb.py wrote): nothing to verify"),
+    ],
+)
+def test_verify_on_a_folder_that_holds_no_shards(tmp_path, capsys, make, complaint):
+    make(tmp_path / "out")
+    assert run("--verify", "--out", tmp_path / "out") == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"fineweb.py: error: {tmp_path / 'out'}{':' * (not (tmp_path / 'out').exists())} {complaint}"
+    ]
+
+
+# ---- input that datasets takes but the tokenizer cannot, or reports by row within a block: the file and the line
+
+DAMAGED_LINES = {
+    "invalid UTF-8": (b'{"text": "caf\xe9 au lait"}', "not UTF-8 (byte 14 of the line is 0xe9)"),
+    "a number for text": (b'{"text": 5}', "'text' is a number, not a string"),
+    "a list for text": (b'{"text": ["a", "b"]}', "'text' is a list, not a string"),
+    "malformed JSON": (
+        b'{"text": "fine", oops}',
+        "not JSON (Expecting property name enclosed in double quotes at column 18)",
+    ),
+    "a lone surrogate": (b'{"text": "half of \\ud83e"}', "'text' holds a lone surrogate (\\ud83e), which is not text"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_LINES)
+@pytest.mark.parametrize("line", [3, 100_001])  # 100,001: datasets would say "row 5905", in a block of the file
+def test_a_damaged_jsonl_line_is_named_by_file_and_line(tmp_path, capsys, quiet_datasets, damage, line):
+    bad, complaint = DAMAGED_LINES[damage]
+    files = tmp_path / "docs.jsonl"
+    good = [json.dumps({"text": f"document {i}"}).encode() for i in range(line - 1)]
+    files.write_bytes(b"\n".join([*good, bad, good[0]]) + b"\n")
+    out = tmp_path / "out"
+    assert run("--files", files, "--out", out, "--shard-size", 10**6) == 1
+    assert one_error_line(capsys.readouterr().err) == f"fineweb.py: error: {files}, line {line:,}: {complaint}"
+    assert not (out / "manifest.json").exists() and not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_text_file_that_is_not_utf8_is_named_by_line(tmp_path, capsys, quiet_datasets):
+    text = tmp_path / "notes.txt"
+    text.write_bytes(b"first\nsecond\n" + "third, in Latin-1: café\n".encode("latin-1") + b"fourth\n")
+    assert run("--files", text, "--out", tmp_path / "out") == 1
+    err = capsys.readouterr().err
+    assert one_error_line(err) == f"fineweb.py: error: {text}, line 3: not UTF-8 (byte 23 of the line is 0xe9)"
+
+
+def test_a_column_that_is_not_text(tmp_path, capsys, quiet_datasets):
+    pq.write_table(pa.table({"text": list(range(10))}), tmp_path / "numbers.parquet")
+    assert run("--files", tmp_path / "numbers.parquet", "--out", tmp_path / "out") == 1
+    assert one_error_line(capsys.readouterr().err) == (
+        f"fineweb.py: error: {tmp_path / 'numbers.parquet'}: field 'text' holds int64 values, not text"
+    )
+
+
+def test_a_worker_names_a_document_that_is_not_text(monkeypatch):
+    # load_corpus lets only text columns through; the worker's own check is the backstop, and says which document
+    monkeypatch.setattr(fineweb, "corpus_rows", datasets.Dataset.from_dict({"text": ["fine", "fine"] * 3}))
+    assert len(fineweb.tokenize_rows(0, 6)[1]) == 6
+    monkeypatch.setattr(fineweb, "corpus_rows", datasets.Dataset.from_dict({"text": [b"bytes", b"more bytes"]}))
+    with pytest.raises(fineweb.BadDocument) as error:
+        fineweb.tokenize_rows(1, 2)
+    assert error.value.args == (1, "'text' is a bytes, not text")
+
+
+# ---- a source edited between runs, a damaged manifest
+
+
+@pytest.mark.parametrize(
+    "edit, differ",
+    [
+        ("same length, new time", "modification time and first or last MiB"),
+        ("same length, old time", "first or last MiB"),  # what `touch -r` or a careful copy leaves
+        ("touched", "modification time"),
+        ("longer", "size and modification time and first or last MiB"),
+    ],
+)
+def test_resume_from_an_edited_file_is_refused(tmp_path, capsys, quiet_datasets, edit, differ):
+    files, out = write_jsonl(tmp_path / "docs.jsonl", DOCS), tmp_path / "out"
+    assert run("--files", files, "--out", out, "--shard-size", 1000) == 0
+    shard_files(out)[-1].unlink()  # a run that still has work to do: a resume would mix old shards and new
+    before, stat = folder(out), files.stat()
+    text = files.read_text(encoding="utf-8")
+    if edit == "touched":
+        os.utime(files, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    else:
+        edited = text.replace(" the ", " thy ") if edit.startswith("same length") else text.replace('"x"', '"xx"')
+        assert edited != text and len(edited.splitlines()) == len(DOCS)  # as many documents: the count cannot tell
+        files.write_text(edited, encoding="utf-8")
+        if edit == "same length, old time":
+            os.utime(files, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    capsys.readouterr()
+    assert run("--files", files, "--out", out, "--shard-size", 1000) == 1
+    assert one_error_line(capsys.readouterr().err) == (
+        f"fineweb.py: error: {files} has changed ({differ}) since the shards in {out} were made from it: "
+        f"put the original back, or delete {out} to start over"
+    )
+    assert folder(out) == before
+
+
+def test_resume_from_another_version_of_a_dataset_is_refused(tmp_path, capsys, quiet_datasets):
+    dataset = tmp_path / "my_dataset"  # a dataset folder, loaded as a Hub dataset is: load_dataset(path)
+    dataset.mkdir()
+    write_jsonl(dataset / "train.jsonl", DOCS)
+    out = tmp_path / "out"
+    assert run("--dataset", dataset, "--out", out, "--shard-size", 1000) == 0
+    assert np.array_equal(token_stream(out), eot_joined(DOCS))
+    shard_files(out)[-1].unlink()
+    before = folder(out)
+    write_jsonl(dataset / "train.jsonl", DOCS[::-1])  # a new version: the same documents in another order
+    capsys.readouterr()
+    assert run("--dataset", dataset, "--out", out, "--shard-size", 1000) == 1
+    assert one_error_line(capsys.readouterr().err) == (
+        f"fineweb.py: error: the dataset is not the version the shards in {out} were made from (its datasets "
+        f"fingerprint changed): delete {out} to start over, or choose another --out"
+    )
+    assert folder(out) == before
+
+
+def retyped_tokens(m):
+    m["shards"][1]["tokens"] = "1000"
+    return m
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda m: json.dumps(m)[:-40], "not JSON: "),
+        (lambda m: b"\xff\xfe" + json.dumps(m).encode(), "not JSON: "),
+        (lambda m: [m], "not a JSON object"),
+        (lambda m: m | {"settings": 3}, "'settings' is missing or not dict"),
+        (lambda m: {k: v for k, v in m.items() if k != "tokens"}, "'tokens' is missing or not int"),
+        (retyped_tokens, "shard entry 1 is not a shard entry"),
+    ],
+)
+def test_a_damaged_manifest_is_named(tmp_path, capsys, quiet_datasets, damage, problem):
+    files, out = write_jsonl(tmp_path / "docs.jsonl", DOCS), tmp_path / "out"
+    assert run("--files", files, "--out", out, "--shard-size", 1000) == 0
+    damaged = damage(manifest(out))
+    damaged = damaged if isinstance(damaged, str | bytes) else json.dumps(damaged)
+    (out / "manifest.json").write_bytes(damaged.encode() if isinstance(damaged, str) else damaged)
+    before = folder(out)
+    for command in [["--files", files, "--shard-size", 1000], ["--verify"]]:
+        capsys.readouterr()
+        assert run(*command, "--out", out) == 1
+        last = one_error_line(capsys.readouterr().err)
+        assert last.startswith(f"fineweb.py: error: {out / 'manifest.json'} is damaged ({problem}")
+        assert last.endswith(f"): delete {out} and rerun to start over")
+    assert folder(out) == before
 
 
 # ---- verify, interrupt, resume
@@ -291,56 +536,211 @@ def wait_for_shards(out: Path, count: int, process: subprocess.Popen) -> None:
     pytest.fail("no shards appeared")
 
 
+@contextlib.contextmanager
+def fineweb_process(*args):
+    """`python fineweb.py ARGS` in a process group of its own (so a test can signal the whole job, as a terminal does),
+    killed with all its workers when the test is done with it."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "fineweb.py"), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        # a job a shell starts in the background (`pytest &`, some CI runners) ignores SIGINT, and so would the run
+        # it starts: give the run Ctrl-C's default, as a user's foreground command has
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the job, should the test have failed
+        process.communicate()
+
+
+def assert_same_shards(out: Path, reference: Path) -> None:
+    assert [p.name for p in shard_files(out)] == [p.name for p in shard_files(reference)]
+    for ours, theirs in zip(shard_files(out), shard_files(reference), strict=True):
+        assert ours.read_bytes() == theirs.read_bytes(), ours.name
+    assert manifest(out)["shards"] == manifest(reference)["shards"]
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
-@pytest.mark.parametrize("interrupt", ["kill the parent", "kill the workers", "ctrl-c"])
+@pytest.mark.parametrize("interrupt", ["kill the parent", "kill the workers", "ctrl-c", "sigterm"])
 def test_interrupted_run_resumes_to_identical_bytes(tmp_path, capsys, clean_run, interrupt):
     if interrupt == "kill the workers" and not Path("/proc").is_dir():
         pytest.skip("finds the workers' pids in Linux's /proc")
     files, clean = clean_run
     out = tmp_path / "out"
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "fineweb.py"), "--files", str(files), "--out", str(out), "--shard-size", "800",
-         "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        # a job a shell starts in the background (`pytest &`, some CI runners) ignores SIGINT, and so would the run
-        # it starts: give the run Ctrl-C's default, as a user's foreground command has
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
+    with fineweb_process("--files", files, "--out", out, "--shard-size", 800, "--workers", 2) as process:
         wait_for_shards(out, 3, process)
         if interrupt == "kill the parent":
+            workers = descendants(process.pid) if Path("/proc").is_dir() else []
+            for pid in workers:
+                os.kill(pid, signal.SIGSTOP)  # frozen, they cannot follow their parent: do they hold its lock too?
             os.kill(process.pid, signal.SIGKILL)
-        elif interrupt == "kill the workers":  # as the OOM killer might
-            for pid in descendants(process.pid):
-                os.kill(pid, signal.SIGKILL)
+            process.wait(timeout=60)  # not communicate(): the frozen workers keep the output pipes open
+            import fcntl  # POSIX only, as this test is
+
+            with open(out / ".lock") as lock:  # the lock died with its holder: the next run may start at once
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            err = ""
         else:
-            os.killpg(process.pid, signal.SIGINT)  # what the terminal sends to the whole job
-        _, err = process.communicate(timeout=60)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the job, should the test have failed
-    expected_code = {"kill the parent": -signal.SIGKILL, "kill the workers": 1, "ctrl-c": 130}[interrupt]
-    assert process.returncode == expected_code, err
+            if interrupt == "kill the workers":  # as the OOM killer might
+                for pid in descendants(process.pid):
+                    os.kill(pid, signal.SIGKILL)
+            elif interrupt == "ctrl-c":
+                os.killpg(process.pid, signal.SIGINT)  # what the terminal sends to the whole job
+            else:
+                os.killpg(process.pid, signal.SIGTERM)  # what `kill`, a job scheduler or a stopping container sends
+            # the whole run takes a few seconds: one that went on after the signal would finish, and fail the asserts
+            _, err = process.communicate(timeout=60)
+    expected_code = {"kill the parent": -signal.SIGKILL, "kill the workers": 1, "ctrl-c": 130, "sigterm": 143}
+    assert process.returncode == expected_code[interrupt], err
     if interrupt != "kill the parent":
         assert "rerun the same command to resume" in err.splitlines()[-1] and "Traceback" not in err
+        assert not list(out.glob("*.tmp"))  # the shard being saved was finished, or never begun
     assert not manifest(out)["complete"]
 
     capsys.readouterr()
     assert run("--files", files, "--out", out, "--shard-size", 800, "--workers", 1) == 0
     assert "resuming after" in capsys.readouterr().out  # not starting over, which would give the same bytes too
-    assert [p.name for p in shard_files(out)] == [p.name for p in shard_files(clean)]
-    for resumed, reference in zip(shard_files(out), shard_files(clean), strict=True):
-        assert resumed.read_bytes() == reference.read_bytes(), resumed.name
-    assert manifest(out)["shards"] == manifest(clean)["shards"]
+    assert_same_shards(out, clean)
+    assert not list(out.glob("*.tmp"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals, and the lock is POSIX-only")
+def test_one_run_per_folder(tmp_path, capsys, clean_run, quiet_datasets):
+    files, clean = clean_run
+    out = tmp_path / "out"
+    with fineweb_process("--files", files, "--out", out, "--shard-size", 800, "--workers", 2) as first:
+        wait_for_shards(out, 3, first)
+        os.killpg(first.pid, signal.SIGSTOP)  # frozen while holding the folder: the test decides when it goes on
+        before = folder(out)
+        # a second run of other settings would cut the rest into shards of another size, under the same manifest
+        assert run("--files", files, "--out", out, "--shard-size", 1600) == 1
+        assert one_error_line(capsys.readouterr().err) == (
+            f"fineweb.py: error: {out} is in use by another process (pid {first.pid}): wait for it, "
+            "or choose another folder"
+        )
+        assert folder(out) == before
+        os.killpg(first.pid, signal.SIGCONT)
+        _, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+    assert_same_shards(out, clean)  # the first run's shards, all of its size, none of the second's
+    assert manifest(out)["complete"] and run("--verify", "--out", out) == 0
+    # and once the first is done, its settings still guard the folder
+    before = folder(out)
+    capsys.readouterr()
+    assert run("--files", files, "--out", out, "--shard-size", 1600) == 1
+    assert "shard_size differ" in one_error_line(capsys.readouterr().err)
+    assert folder(out) == before
+
+
+def failing_on(call, error, original):
+    """A stand-in for `original` that fails on its `call`-th call, as a disk that fills up or turns read-only does."""
+    calls = itertools.count(1)
+
+    def fail(*args, **kwargs):
+        if next(calls) == call:
+            raise OSError(error, os.strerror(error))  # as the kernel's refusal arrives: no file name
+        return original(*args, **kwargs)
+
+    return fail
+
+
+@pytest.mark.parametrize(
+    "target, call, error, file",
+    [
+        ("np.save", 3, errno.ENOSPC, "edufineweb_train_000002.npy"),  # a full disk while a shard is written
+        ("os.fsync", 4, errno.EROFS, "manifest.json"),  # remounted read-only: the 2nd manifest write, after 2 shards
+    ],
+)
+def test_a_disk_that_refuses_a_write_is_one_line_and_the_rerun_resumes(
+    tmp_path, capsys, monkeypatch, quiet_datasets, target, call, error, file
+):
+    files = write_jsonl(tmp_path / "docs.jsonl", DOCS)
+    clean, out = tmp_path / "clean", tmp_path / "out"
+    assert run("--files", files, "--out", clean, "--shard-size", 1000) == 0
+    module, name = {"np.save": (np, "save"), "os.fsync": (os, "fsync")}[target]
+    monkeypatch.setattr(module, name, failing_on(call, error, getattr(module, name)))
+    capsys.readouterr()
+    assert run("--files", files, "--out", out, "--shard-size", 1000, "--workers", 1) == 1
+    monkeypatch.undo()
+    assert one_error_line(capsys.readouterr().err) == f"fineweb.py: error: {out / file}: {os.strerror(error)}"
+    assert not list(out.glob("*.tmp")) and not manifest(out)["complete"]
+    assert run("--files", files, "--out", out, "--shard-size", 1000) == 0
+    assert "resuming after" in capsys.readouterr().out
+    assert_same_shards(out, clean)
+
+
+@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root writes to a read-only folder anyway")
+def test_a_read_only_folder_is_one_line(tmp_path, capsys, quiet_datasets):
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", out) == 1
+    finally:
+        out.chmod(0o755)
+    assert one_error_line(capsys.readouterr().err) == f"fineweb.py: error: {out / '.lock'}: Permission denied"
+    assert not list(out.iterdir())
+
+
+# one byte of a shard's header changed, each making numpy raise something else (found by trying every byte):
+HEADER_DAMAGE = {
+    "TokenError": (10, 0),  # the header dict's "{" -> NUL
+    "SyntaxError": (21, ord(",")),  # "<u2" -> ",u2"
+    "a bytes dtype": (22, ord("S")),  # "<u2" -> "<S2": loads, as 2-byte strings
+    "TypeError": (26, ord("B")),  # the space before 'fortran_order' -> B, a Python 2 bytes literal
+    "ValueError": (61, ord("9")),  # shape (1000,) -> (9000,): more tokens than the file holds
+}
+
+
+@pytest.mark.parametrize("damage", HEADER_DAMAGE)
+def test_verify_names_a_shard_with_a_damaged_header(tmp_path, capsys, damage):
+    out = tmp_path / "out"
+    assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", out, "--shard-size", 1000) == 0
+    shard = shard_files(out)[2]
+    data = bytearray(shard.read_bytes())
+    position, value = HEADER_DAMAGE[damage]
+    assert data[position] != value
+    data[position] = value
+    shard.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert run("--verify", "--out", out) == 1
+    output = capsys.readouterr()
+    bad = [line for line in output.out.splitlines() if line.startswith("BAD")]
+    assert len(bad) == 1 and bad[0].startswith(f"BAD {shard}: ") and "Traceback" not in output.err, output
 
 
 def test_workers_started_by_spawn_as_on_macos_and_windows(tmp_path):
     # spawn starts each worker by importing fineweb.py afresh: without the __main__ guard every worker would rerun
     # the whole job. runpy runs the script as __main__, as `python fineweb.py` does.
-    spawn = ("import multiprocessing, runpy, sys; multiprocessing.set_start_method('spawn'); "
-             "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    spawn = (
+        "import multiprocessing, runpy, sys; multiprocessing.set_start_method('spawn'); "
+        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
     files, out = write_jsonl(tmp_path / "docs.jsonl", DOCS), tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-c", spawn, str(ROOT / "fineweb.py"), "--files", str(files), "--out", str(out),
-         "--shard-size", "1000", "--workers", "2"], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-c",
+            spawn,
+            str(ROOT / "fineweb.py"),
+            "--files",
+            str(files),
+            "--out",
+            str(out),
+            "--shard-size",
+            "1000",
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert np.array_equal(token_stream(out), eot_joined(DOCS))
 
@@ -349,10 +749,16 @@ def test_train_gpt2_loader_reads_the_shards(tmp_path):
     import train_gpt2
 
     out = tmp_path / "shards"
-    assert fineweb.main(["--files", str(ROOT / "input.txt"), "--out", str(out), "--shard-size", "50000",
-                         "--workers", "1"]) == 0
+    assert (
+        fineweb.main(["--files", str(ROOT / "input.txt"), "--out", str(out), "--shard-size", "50000", "--workers", "1"])
+        == 0
+    )
     tokens = [50256] + enc.encode_ordinary(SHAKESPEARE)
-    val, train = train_gpt2.load_split(str(out), "val"), train_gpt2.load_split(str(out), "train")
+    min_tokens = 4 * 256 + 1  # one batch of B=4, T=256, and its last target
+    val, train = (
+        train_gpt2.load_split(str(out), "val", min_tokens),
+        train_gpt2.load_split(str(out), "train", min_tokens),
+    )
     assert len(val) == 1 and len(train) == 6
     loader = train_gpt2.DataLoaderLite(train, B=4, T=256)
     stream = np.concatenate([loader.next_batch()[0].flatten().numpy() for _ in range(250)])
