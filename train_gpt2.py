@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 import uuid
+import warnings
 from argparse import ArgumentTypeError, BooleanOptionalAction
 from dataclasses import asdict, dataclass
 
@@ -717,9 +718,13 @@ def read_checkpoint(path):
     if not os.path.isfile(path):
         raise UserError(f"no checkpoint at {path}")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # weights_only: loading never runs code
+        with warnings.catch_warnings():  # torch warns about pickle protocols before it refuses a file anyway
+            warnings.simplefilter("ignore")
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # loading never runs code
     except Exception as e:  # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
-        reason = str(e).splitlines()[0].split(" (")[0]  # the first line, without torch's advice to unpickle anyway
+        reason = (str(e).splitlines() or [type(e).__name__])[0]
+        if reason.startswith("Weights only load failed"):  # and torch's advice to unpickle it anyway is not ours
+            reason = "it holds Python objects, not only tensors and plain data, and we never unpickle those"
         raise UserError(f"{path} is not a readable checkpoint: {reason}") from None
     if not (isinstance(checkpoint, dict) and all(isinstance(checkpoint.get(k), dict) for k in ("model", "config"))):
         raise UserError(f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)")

@@ -233,6 +233,24 @@ def test_crafted_checkpoints(tmp_path, state, words):
     one_line_error(script("train_gpt2.py", *TINY, "--log-dir", tmp_path, "--resume"), "model_00005.pt", *words)
 
 
+def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(tmp_path):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "model_00005.pt"
+    # a pickle whose loading calls os.system: torch.load(weights_only=True) must refuse it
+    evil.write_bytes(
+        b"\x80\x02cposix\nsystem\nq\x00X"
+        + len(f"touch {marker}").to_bytes(4, "little")
+        + f"touch {marker}".encode()
+        + b"q\x01\x85q\x02Rq\x03."
+    )
+    line = one_line_error(script("train_gpt2.py", *TINY, "--log-dir", tmp_path, "--resume"), "model_00005.pt")
+    assert "not a readable checkpoint" in line and "weights_only" not in line and "False" not in line
+    data = tmp_path / "h.jsonl"
+    data.write_text(json.dumps({"ctx": "A", "endings": ["b", "c", "d", "e"], "label": 0}) + "\n")
+    one_line_error(script("hellaswag.py", "--checkpoint", evil, "--data", data, "--device", "cpu"), "model_00005.pt")
+    assert not marker.exists()
+
+
 def wait_for(path, proc, seconds=60):
     deadline = time.time() + seconds
     while not path.exists():
