@@ -633,40 +633,38 @@ class RunFolder:
         self.log_file = os.path.join(self.dir, "log.txt")
         if os.path.exists(self.dir) and not os.path.isdir(self.dir):
             raise UserError(f"--log-dir {self.dir} is a file, not a folder")
-        log_id, paths = None, checkpoints(self.dir)
-        if master_process:  # only the master writes here, so only it checks and locks the folder
-            os.makedirs(self.dir, exist_ok=True)
-            self.lock = lock_folder(self.dir)  # held until the process exits
-            log_id = read_log(self.log_file)[0]
-            if not args.resume and (os.path.exists(self.log_file) or paths):
-                raise UserError(
-                    f"{self.dir} already holds a run: continue it with --resume, or choose another --log-dir"
-                )
-            if args.resume == "latest" and not paths and not os.path.exists(self.log_file):
-                raise UserError(f"--resume: {self.dir} holds no run to continue (no log.txt, no model_*.pt)")
+        paths, has_log = checkpoints(self.dir), os.path.exists(self.log_file)
+        log_id = read_log(self.log_file)[0] if master_process else None  # only the master writes the log
+        if master_process and not args.resume and (has_log or paths):
+            raise UserError(f"{self.dir} already holds a run: continue it with --resume, or choose another --log-dir")
+        if master_process and args.resume == "latest" and not (has_log or paths):
+            raise UserError(f"--resume: {self.dir} holds no run to continue (no log.txt, no model_*.pt)")
         self.checkpoint = None
         if args.resume not in (None, "latest"):
             self.checkpoint = read_checkpoint(args.resume)
         elif args.resume and paths:
             self.checkpoint = read_checkpoint(paths[-1])
-        elif args.resume and master_process:
-            print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
-        self.run_id = self.checkpoint["run_id"] if self.checkpoint else log_id or uuid.uuid4().hex[:12]
         if self.checkpoint:
             self._check_same_run(log_id)
+        self.run_id = self.checkpoint["run_id"] if self.checkpoint else log_id or uuid.uuid4().hex[:12]
+        if master_process:  # checked, so now the folder is ours: a second writer is refused until we exit
+            os.makedirs(self.dir, exist_ok=True)
+            self.lock = lock_folder(self.dir)
+            if args.resume and not self.checkpoint:
+                print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
 
     def _check_same_run(self, log_id):
         where = self.checkpoint["path"]
         if wrong := [k for k, kind in RESUME_ENTRIES.items() if not isinstance(self.checkpoint.get(k), kind)]:
             raise UserError(f"{where} cannot be resumed: {', '.join(wrong)} missing or of the wrong type")
-        saved = self.checkpoint["args"]
-        if log_id and log_id != self.run_id:
+        saved, run_id = self.checkpoint["args"], self.checkpoint["run_id"]
+        if log_id and log_id != run_id:
             raise UserError(
-                f"{where} is from run {self.run_id}, but {self.log_file} is the log of run {log_id}: "
+                f"{where} is from run {run_id}, but {self.log_file} is the log of run {log_id}: "
                 "resume into the checkpoint's own --log-dir"
             )
         differ = [
-            f"--{k.replace('_', '-')} {saved[k]} (this run: {getattr(self.args, k)})"
+            f"--{k.replace('_', '-')} {saved.get(k)} (this run: {getattr(self.args, k)})"
             for k in RUN_SETTINGS
             if saved.get(k) != getattr(self.args, k)
         ]
