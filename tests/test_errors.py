@@ -21,30 +21,10 @@ import common
 import train_gpt2
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "--data",
-    "input.txt",
-    "--n-layer",
-    "2",
-    "--n-head",
-    "2",
-    "--n-embd",
-    "32",
-    "-B",
-    "2",
-    "-T",
-    "32",
-    "--total-batch",
-    "64",
-    "--val-every",
-    "0",
-    "--hellaswag-every",
-    "0",
-    "--sample-every",
-    "0",
-    "--device",
-    "cpu",
-]
+TINY = (
+    "--data input.txt --n-layer 2 --n-head 2 --n-embd 32 -B 2 -T 32 --total-batch 64 "
+    "--val-every 0 --hellaswag-every 0 --sample-every 0 --device cpu"
+).split()
 
 
 def script(name, *args, timeout=120):

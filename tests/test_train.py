@@ -14,26 +14,10 @@ import train_gpt2
 from train_gpt2 import GPT, DataLoaderLite, GPTConfig, get_lr, sample
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "--n-layer",
-    "2",
-    "--n-head",
-    "2",
-    "--n-embd",
-    "32",
-    "--vocab-size",
-    "50304",
-    "--val-every",
-    "0",
-    "--hellaswag-every",
-    "0",
-    "--sample-every",
-    "0",
-    "--warmup-steps",
-    "2",
-    "--max-lr",
-    "1e-3",
-]
+TINY = (
+    "--n-layer 2 --n-head 2 --n-embd 32 --vocab-size 50304 "
+    "--val-every 0 --hellaswag-every 0 --sample-every 0 --warmup-steps 2 --max-lr 1e-3"
+).split()
 
 
 # one thread per run: the comparisons below are exact, and a thread count that varies with a busy machine's load
