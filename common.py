@@ -5,6 +5,7 @@ The few helpers every script shares: GPT-2's end-of-text token, one-line user er
 import argparse
 import hashlib
 import os
+import signal
 import sys
 
 EOT = 50256  # <|endoftext|>: GPT-2's only special token, the last id; fineweb.py puts it before every document
@@ -50,6 +51,9 @@ def write_atomically(path, write):
     """write(f) into a temporary file beside path, then rename it over path: a crash, a full disk or Ctrl-C leaves
     the old file or the new one, never half of one, and never the temporary file."""
     tmp = f"{path}.tmp"
+    # Ctrl-C and SIGTERM wait until the file is whole: an interrupt inside a writer (torch.save's zip writer, say) can
+    # surface as that writer's own error instead of KeyboardInterrupt; they arrive the moment the file is done
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         with open(tmp, "wb") as f:
             write(f)
@@ -59,6 +63,7 @@ def write_atomically(path, write):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def sha256_file(path):

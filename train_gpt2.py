@@ -326,7 +326,7 @@ def load_split(data, split, min_tokens):
             f"the {split} split of {data} holds {n:,} tokens, fewer than one batch for every rank "
             f"(B*T*processes + 1 = {min_tokens:,}): lower -B or -T, or add data"
         )
-    return [shard for shard in shards if len(shard)]
+    return shards
 
 
 def load_shard(path):
@@ -336,6 +336,8 @@ def load_shard(path):
         raise UserError(f"{path} is not a readable .npy shard ({e}); re-create it with fineweb.py") from None
     if shard.dtype != np.uint16 or shard.ndim != 1:
         raise UserError(f"{path} holds {shard.dtype} of shape {shard.shape}, expected a 1-D uint16 token array")
+    if len(shard) == 0:
+        raise UserError(f"{path} is empty; re-create it with fineweb.py")
     return shard
 
 
@@ -896,8 +898,11 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         return run_cli("train_gpt2.py", lambda: train(args))
-    except KeyboardInterrupt:  # before the first step, where Ctrl-C has nothing to save yet
-        print("train_gpt2.py: interrupted before the first step; nothing was saved", file=sys.stderr)
+    except KeyboardInterrupt:  # before the loop's own handler, or a second Ctrl-C: stop now, save nothing more
+        print(
+            "train_gpt2.py: interrupted: nothing since the last checkpoint was saved (--resume continues from it)",
+            file=sys.stderr,
+        )
         return 130
     finally:
         if dist.is_initialized():

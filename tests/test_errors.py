@@ -289,7 +289,30 @@ def test_ctrl_c_before_the_first_step_stops_at_once(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    assert "Traceback" not in err and "interrupted before the first step" in err
+    assert "Traceback" not in err and err.strip().endswith("(--resume continues from it)")
+    assert not list(log_dir.glob("model_*.pt"))  # nothing to save yet
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """The first Ctrl-C asks the run to finish its step and save; a second one, during that step, stops it there."""
+    log_dir = tmp_path / "log"
+    # the 124M model: a step takes seconds on a CPU, so the second signal lands inside the step the first one ends
+    argv = ["--data", "input.txt", "-B", "1", "-T", "64", "--total-batch", "64", "--device", "cpu"]
+    argv += ["--val-every", "0", "--hellaswag-every", "0", "--sample-every", "0", "--log-dir", str(log_dir)]
+    proc = subprocess.Popen(
+        [sys.executable, "train_gpt2.py", *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    for line in proc.stdout:
+        if line.startswith("step     0"):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("train_gpt2.py: interrupted: nothing since the last checkpoint")
+    assert not list(log_dir.glob("*.tmp"))
 
 
 # ---- full disks and read-only folders
