@@ -50,7 +50,7 @@ def count(text):
 def write_atomically(path, write):
     """write(f) into a temporary file beside path, then rename it over path: a crash, a full disk or Ctrl-C leaves
     the old file or the new one, never half of one, and never the temporary file."""
-    tmp = f"{path}.tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"  # the process's own: two writers of one path never share a temporary file
     # Ctrl-C and SIGTERM wait until the file is whole: an interrupt inside a writer (torch.save's zip writer, say) can
     # surface as that writer's own error instead of KeyboardInterrupt; they arrive the moment the file is done
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

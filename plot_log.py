@@ -67,7 +67,10 @@ def run(log, out):
     if not any(series.values()):
         raise UserError(f"{log} holds no log lines")
     out = out if os.path.splitext(out)[1] else out + ".png"  # what matplotlib writes for a name without a suffix
-    plot(series, out)
+    try:
+        plot(series, out)
+    except ValueError as e:  # matplotlib: a format it cannot write, such as .txt
+        raise UserError(f"cannot write {out}: {e}") from None
     print(f"wrote {out}")
 
 

@@ -8,6 +8,7 @@ Reproduce GPT-2 (124M): the model, the data, the optimizer and the training run,
 import glob
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -618,7 +619,7 @@ def checkpoint_due(step, every, max_steps):
 
 
 # besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
-RUN_SETTINGS = "seq_len total_batch seed shuffle max_lr min_lr_ratio warmup_steps weight_decay".split()
+RUN_SETTINGS = "data seq_len total_batch seed shuffle max_lr min_lr_ratio warmup_steps weight_decay".split()
 # what a checkpoint needs besides its weights and config to be resumed, and of which type
 RESUME_ENTRIES = {"optimizer": dict, "step": int, "loader": dict, "rng": torch.Tensor, "args": dict, "run_id": str}
 
@@ -635,11 +636,12 @@ class RunFolder:
         self.log_file = os.path.join(self.dir, "log.txt")
         if os.path.exists(self.dir) and not os.path.isdir(self.dir):
             raise UserError(f"--log-dir {self.dir} is a file, not a folder")
+        # every rank checks the same files, so a mistake stops them all with the same line
         paths, has_log = checkpoints(self.dir), os.path.exists(self.log_file)
-        log_id = read_log(self.log_file)[0] if master_process else None  # only the master writes the log
-        if master_process and not args.resume and (has_log or paths):
+        log_id = read_log(self.log_file)[0]
+        if not args.resume and (has_log or paths):
             raise UserError(f"{self.dir} already holds a run: continue it with --resume, or choose another --log-dir")
-        if master_process and args.resume == "latest" and not (has_log or paths):
+        if args.resume == "latest" and not (has_log or paths):
             raise UserError(f"--resume: {self.dir} holds no run to continue (no log.txt, no model_*.pt)")
         self.checkpoint = None
         if args.resume not in (None, "latest"):
@@ -649,6 +651,8 @@ class RunFolder:
         if self.checkpoint:
             self._check_same_run(log_id)
         self.run_id = self.checkpoint["run_id"] if self.checkpoint else log_id or uuid.uuid4().hex[:12]
+        if dist.is_initialized():
+            dist.barrier()  # all ranks have looked before the master writes anything
         if master_process:  # checked, so now the folder is ours: a second writer is refused until we exit
             os.makedirs(self.dir, exist_ok=True)
             self.lock = lock_folder(self.dir)
@@ -708,9 +712,13 @@ class RunFolder:
         write_atomically(os.path.join(self.dir, f"model_{step:05d}.pt"), lambda f: torch.save(state, f))
 
 
+CKPT = re.compile(r"model_(\d+)\.pt$")  # what save_checkpoint names a checkpoint
+
+
 def checkpoints(log_dir):
-    """The checkpoints in log_dir, oldest first: the zero-padded step numbers sort as text."""
-    return sorted(glob.glob(os.path.join(log_dir, "model_*.pt")))
+    """The checkpoints in log_dir, oldest first, by step number (as text, model_100000.pt would sort first)."""
+    found = {int(m[1]): path for path in glob.glob(os.path.join(log_dir, "model_*.pt")) if (m := CKPT.search(path))}
+    return [found[step] for step in sorted(found)]
 
 
 def read_checkpoint(path):
@@ -729,9 +737,11 @@ def read_checkpoint(path):
     if not (isinstance(checkpoint, dict) and all(isinstance(checkpoint.get(k), dict) for k in ("model", "config"))):
         raise UserError(f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)")
     try:
-        GPTConfig(**checkpoint["config"])
+        config = GPTConfig(**checkpoint["config"])
     except TypeError as e:
         raise UserError(f"{path}: its config does not fit GPTConfig ({e})") from None
+    if not all(type(v) is int and v > 0 for v in asdict(config).values()) or config.n_embd % config.n_head:
+        raise UserError(f"{path}: its config is not a model's shape ({asdict(config)})")
     return checkpoint | {"path": path}
 
 
@@ -830,6 +840,12 @@ def whole(text):
     return 0 if float(text) == 0 else count(text)
 
 
+def random_seed(text):
+    if not 0 <= (value := int(text)) < 2**63:  # what numpy's and torch's generators take
+        raise ArgumentTypeError(f"expected a whole number from 0 to 2**63 - 1, got {text!r}")
+    return value
+
+
 def positive_float(text):
     if not (math.isfinite(value := float(text)) and value > 0):
         raise ArgumentTypeError(f"expected a positive number, got {text!r}")
@@ -873,7 +889,7 @@ def parse_args(argv=None):
     p.add_argument("--compile", action=BooleanOptionalAction, default=None, help="default: on with CUDA")
     p.add_argument("--dtype", choices=["bfloat16", "float32"], help="autocast dtype; default bfloat16 with CUDA")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
-    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--seed", type=random_seed, default=1337)
     p.add_argument("--log-dir", default="log")
     p.add_argument(
         "--resume",

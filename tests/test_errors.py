@@ -81,6 +81,8 @@ def tmp_leftovers(folder):
         (["--max-steps", "many"], ["--max-steps", "whole number"]),
         (["--preset", "d99"], ["invalid choice"]),
         (["--device", "nonsense"], ["'nonsense' is not a device"]),
+        (["--seed", "-1"], ["--seed", "0 to 2**63 - 1"]),
+        (["--seed", str(2**70)], ["--seed", "0 to 2**63 - 1"]),
         (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "nonsense"], ["--device"]),
     ],
 )
@@ -354,7 +356,7 @@ def test_a_full_disk_during_training_is_one_line_and_resumable(tmp_path):
     )
     log_dir = tmp_path / "log"
     proc = script(wrapper, *TINY, "--max-steps", 2, "--log-dir", log_dir)
-    one_line_error(proc, "model_00002.pt.tmp", "No space left on device")
+    one_line_error(proc, "model_00002.pt.", ".tmp: No space left on device")
     assert tmp_leftovers(log_dir) == []
     again = script("train_gpt2.py", *TINY, "--max-steps", 2, "--log-dir", log_dir, "--resume")
     assert again.returncode == 0, again.stderr  # no checkpoint was written: the run starts again from step 0
@@ -411,3 +413,77 @@ def test_plot_names_the_file_it_writes(tmp_path):
     proc = script("plot_log.py", log, "-o", tmp_path / "curves")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"wrote {tmp_path / 'curves.png'}" and (tmp_path / "curves.png").exists()
+
+
+# ---- found by a review: checkpoint order past step 99,999, --data on resume, configs, formats, ranks, writers
+
+
+def test_checkpoints_are_ordered_by_step_not_by_name(tmp_path):
+    for step in (5000, 95000, 100000):
+        (tmp_path / f"model_{step:05d}.pt").write_bytes(b"")
+    (tmp_path / "model_notes.pt").write_bytes(b"")  # not a name save_checkpoint writes
+    assert [p.rsplit("/", 1)[1] for p in train_gpt2.checkpoints(tmp_path)] == [
+        "model_05000.pt",
+        "model_95000.pt",
+        "model_100000.pt",
+    ]
+
+
+def test_resume_on_other_data_is_refused(tmp_path):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for i, split in enumerate(["val", "train", "train", "train"]):
+        np.save(shards / f"x_{split}_{i:06d}.npy", np.arange(100, 300, dtype=np.uint16))
+    log_dir = tmp_path / "log"
+    flags = [*TINY, "--max-steps", "2", "--log-dir", log_dir]
+    assert script("train_gpt2.py", *flags, "--data", shards).returncode == 0
+    one_line_error(script("train_gpt2.py", *flags, "--resume"), f"--data {shards} (this run: input.txt)")
+
+
+@pytest.mark.parametrize("config", [{"n_head": 3, "n_embd": 32}, {"n_layer": "2"}, {"n_layer": 0}])
+def test_hellaswag_checkpoint_with_an_impossible_config(tmp_path, config):
+    model = train_gpt2.GPT(train_gpt2.GPTConfig(block_size=64, n_layer=1, n_head=1, n_embd=16))
+    path = tmp_path / "model_00001.pt"
+    torch.save({"model": model.state_dict(), "config": {"n_layer": 1, "n_head": 1, "n_embd": 16, **config}}, path)
+    data = tmp_path / "h.jsonl"
+    data.write_text(json.dumps({"ctx": "A", "endings": ["b", "c", "d", "e"], "label": 0}) + "\n")
+    one_line_error(script("hellaswag.py", "--checkpoint", path, "--data", data, "--device", "cpu"), "model_00001.pt")
+
+
+def test_plot_in_a_format_matplotlib_cannot_write(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("0 train 10.9\n1 train 9.0\n")
+    one_line_error(script("plot_log.py", log, "-o", tmp_path / "curves.txt"), "cannot write", "curves.txt")
+    assert not (tmp_path / "curves.txt").exists()
+
+
+def test_every_rank_reports_a_mistake_itself(tmp_path):
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    (log_dir / "log.txt").write_text("0 train 1.0\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_gpt2.py",
+         *TINY, "--total-batch", "128", "--log-dir", log_dir],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert proc.stderr.count("train_gpt2.py: error:") == 2 and "already holds a run" in proc.stderr
+    assert 'train_gpt2.py", line' not in proc.stderr  # torchrun reports the failure; our code shows no traceback
+    assert (log_dir / "log.txt").read_text() == "0 train 1.0\n"
+
+
+def test_two_writers_of_one_path_never_share_a_temporary_file(tmp_path):
+    target = tmp_path / "same.bin"
+    code = (
+        "import sys, common\n"
+        "for i in range(200):\n"
+        "    common.write_atomically(sys.argv[1], lambda f: f.write(sys.argv[2].encode() * 100_000))\n"
+    )
+    writers = [
+        subprocess.Popen([sys.executable, "-c", code, str(target), mark], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        for mark in "ab"
+    ]
+    errors = [w.communicate(timeout=120)[1] for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], errors
+    assert target.read_bytes() in (b"a" * 100_000, b"b" * 100_000)  # one writer's whole file, never a mix
+    assert list(tmp_path.iterdir()) == [target]
