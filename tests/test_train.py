@@ -224,21 +224,7 @@ def test_cpu_preset_loss_falls(tmp_path):
 
 
 def test_ddp_two_ranks_equal_one_process(tmp_path):
-    common = [
-        "--data",
-        "input.txt",
-        *TINY,
-        "-B",
-        "2",
-        "-T",
-        "32",
-        "--total-batch",
-        "128",
-        "--max-steps",
-        "6",
-        "--device",
-        "cpu",
-    ]
+    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 6 --device cpu".split()]
     single = run([*common, "--log-dir", str(tmp_path / "single")])
     assert single.returncode == 0, single.stderr
     ddp = subprocess.run(
@@ -275,23 +261,8 @@ def test_ddp_two_ranks_equal_one_process(tmp_path):
 
 
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
-    common = [
-        "--data",
-        "input.txt",
-        *TINY,
-        "-B",
-        "2",
-        "-T",
-        "32",
-        "--total-batch",
-        "64",
-        "--max-steps",
-        "300",
-        "--device",
-        "cpu",
-        "--val-every",
-        "100",
-    ]
+    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 300 --device cpu".split()]
+    common += ["--val-every", "100"]
     straight = run([*common, "--log-dir", str(tmp_path / "straight")])
     assert straight.returncode == 0, straight.stderr
 
