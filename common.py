@@ -3,6 +3,7 @@ The few helpers every script shares: GPT-2's end-of-text token, one-line user er
 """
 
 import argparse
+import glob
 import hashlib
 import os
 import signal
@@ -50,6 +51,7 @@ def count(text):
 def write_atomically(path, write):
     """write(f) into a temporary file beside path, then rename it over path: a crash, a full disk or Ctrl-C leaves
     the old file or the new one, never half of one, and never the temporary file."""
+    remove_stale_temporaries(path)
     tmp = f"{path}.{os.getpid()}.tmp"  # the process's own: two writers of one path never share a temporary file
     # Ctrl-C and SIGTERM wait until the file is whole: an interrupt inside a writer (torch.save's zip writer, say) can
     # surface as that writer's own error instead of KeyboardInterrupt; they arrive the moment the file is done
@@ -64,6 +66,20 @@ def write_atomically(path, write):
         if os.path.exists(tmp):
             os.remove(tmp)
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def remove_stale_temporaries(path):
+    """Delete what a killed writer of path left behind (path.PID.tmp, PID no longer running); a live one's stays."""
+    for tmp in glob.glob(f"{glob.escape(str(path))}.*.tmp"):
+        pid = tmp[len(str(path)) + 1 : -len(".tmp")]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)  # signal 0: only asks whether the process exists
+        except ProcessLookupError:
+            os.remove(tmp)
+        except PermissionError:  # it exists, as another user's process
+            pass
 
 
 def sha256_file(path):

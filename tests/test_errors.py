@@ -487,3 +487,17 @@ def test_two_writers_of_one_path_never_share_a_temporary_file(tmp_path):
     assert [w.returncode for w in writers] == [0, 0], errors
     assert target.read_bytes() in (b"a" * 100_000, b"b" * 100_000)  # one writer's whole file, never a mix
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    target = tmp_path / "manifest.json"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"manifest.json.{int(dead.stdout)}.tmp"  # as SIGKILL mid-write leaves it
+    stale.write_bytes(b"half")
+    other = tmp_path / "manifest.json.notes.tmp"  # not a name write_atomically makes: left alone
+    other.write_bytes(b"someone's")
+    mine = tmp_path / f"manifest.json.{os.getppid()}.tmp"  # a running process's: left alone
+    mine.write_bytes(b"half")
+    common.write_atomically(target, lambda f: f.write(b"{}"))
+    assert target.read_bytes() == b"{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, mine.name, other.name])
