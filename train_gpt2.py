@@ -638,7 +638,7 @@ class RunFolder:
             raise UserError(f"--log-dir {self.dir} is a file, not a folder")
         # every rank checks the same files, so a mistake stops them all with the same line
         paths, has_log = checkpoints(self.dir), os.path.exists(self.log_file)
-        log_id = read_log(self.log_file)[0]
+        log_id, self.log_lines = read_log(self.log_file)  # read once: restore() keeps the lines before its step
         if not args.resume and (has_log or paths):
             raise UserError(f"{self.dir} already holds a run: continue it with --resume, or choose another --log-dir")
         if args.resume == "latest" and not (has_log or paths):
@@ -689,7 +689,7 @@ class RunFolder:
             loader.load_state_dict(self.checkpoint["loader"])
             torch.set_rng_state(self.checkpoint["rng"])
         if self.master:  # the log continues from the checkpoint: what the interrupted run logged after it goes
-            kept = [line for line in read_log(self.log_file)[1] if int(line.split()[0]) < step]
+            kept = [line for line in self.log_lines if int(line.split()[0]) < step]
             lines = [f"# run {self.run_id}\n", *kept]
             write_atomically(self.log_file, lambda f: f.write("".join(lines).encode()))
         return step
