@@ -1,0 +1,174 @@
+"""A step's narration as data: its Try-it command, its offline stand-ins, and the output it promises.
+
+Every narration has one **Try it** block (the command, as a learner types it) and one **What you should see** block
+(that command's output, trimmed). `matches` decides whether a real run's output keeps that promise:
+
+- a line that is just `...` stands for any number of lines; other lines match consecutive output lines, in order;
+- a line ending in `...` matches any output line that starts with the text before it;
+- numbers are compared as numbers: times and throughputs (`12.3ms`, `4 s`, `tok/sec 1718`) match any value, other
+  numbers must agree within the block's stated tolerance (`numbers within 2%` in its heading) or else to within
+  two units of their last printed digit and one part in a thousand, whichever is wider.
+
+A command that needs the network or a GPU says how the checks run it offline, on one line after the Try-it block:
+**Stand-in**: `--pretrained gpt2` → `--pretrained stand-ins/tiny-gpt2` (a random GPT-2 saved by transformers); and
+then its output block's heading must say it is stand-in output.
+"""
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+TRY_IT = re.compile(r"^\*\*Try it\*\*.*?\n```(?:bash|sh)?\n(.*?)```", re.S | re.M)
+SEE = re.compile(r"^\*\*What you should see\*\*(.*?)\n+```[a-z]*\n(.*?)```", re.S | re.M)
+STAND_IN = re.compile(r"^\*\*Stand-in\*\*[^\n]*", re.M)
+SWAP = re.compile(r"`([^`]+)` → `([^`]+)`")
+TOLERANCE = re.compile(r"numbers within ([\d.]+)%")
+EXIT = re.compile(r"exits with status (\d+)")
+SHELL_ONLY = re.compile(r"[|;<>`$]|&(?!&)")  # what an argument list cannot express: pipes, redirects, substitutions
+
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
+UNIT_AFTER = re.compile(r"\s?(?:ms|s|sec|min|tok/s|tok/sec|tokens/s)\b")
+LABEL_BEFORE = re.compile(r"(?:dt|tok/sec|tok/s|mfu|MFU|took|in)\s*[:=]?\s*$")
+
+
+class NarrationError(ValueError):
+    """A narration without the parts the checks need, or with a command they cannot run."""
+
+
+@dataclass
+class Command:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # a leading VAR=value
+
+
+@dataclass
+class Promise:
+    commands: list[str]  # the Try-it lines, as written
+    expected: list[str]  # the lines of the What-you-should-see block
+    heading: str  # the text after **What you should see** on its line
+    swaps: list[tuple[str, str]]  # stand-ins: (text in the Try-it, what the checks run instead)
+
+    @property
+    def tolerance(self) -> float | None:
+        found = TOLERANCE.search(self.heading)
+        return float(found.group(1)) / 100 if found else None
+
+    @property
+    def exit_status(self) -> int:
+        found = EXIT.search(self.heading)
+        return int(found.group(1)) if found else 0
+
+    def checked_commands(self) -> list[str]:
+        """The Try-it lines with their stand-ins swapped in: what the checks run."""
+        lines = self.commands
+        for old, new in self.swaps:
+            whole = re.compile(rf"(?<!\S){re.escape(old)}(?!\S)")  # whole words: `gpt2` is not in `train_gpt2.py`
+            if not any(whole.search(line) for line in lines):
+                raise NarrationError(f"stand-in {old!r} is not a word of the Try-it")
+            lines = [whole.sub(new.replace("\\", "\\\\"), line) for line in lines]
+        return lines
+
+
+def read(narration: str) -> Promise:
+    try_it, see = TRY_IT.search(narration), SEE.search(narration)
+    if not try_it:
+        raise NarrationError("no **Try it** block")
+    if not see:
+        raise NarrationError("no **What you should see** block")
+    text = re.sub(r"\s*\\\n\s*", " ", try_it.group(1))  # a line continued with a backslash is one command
+    commands = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    swaps = [swap for line in STAND_IN.findall(narration) for swap in SWAP.findall(line)]
+    heading = see.group(1).strip()
+    if swaps and "stand-in" not in heading.lower():
+        raise NarrationError("the output of a stand-in run must be labelled as stand-in output in its heading")
+    expected = see.group(2).rstrip("\n").splitlines()
+    return Promise(commands, expected, heading, swaps)
+
+
+def split(line: str) -> list[Command]:
+    """One Try-it line as argument lists: `a && b` runs a, then b if a succeeded; `VAR=value cmd` sets VAR."""
+    if SHELL_ONLY.search(line.replace("&&", "")):
+        raise NarrationError(f"not a plain command (pipes, redirects and substitutions need a shell): {line}")
+    commands = []
+    for part in line.split("&&"):
+        words = shlex.split(part)
+        env = {}
+        while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+            name, value = words.pop(0).split("=", 1)
+            env[name] = value
+        if not words:
+            raise NarrationError(f"an empty command in: {line}")
+        commands.append(Command(words, env))
+    return commands
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# comparing an output with the promise
+
+
+def _pieces(line: str) -> tuple[list[str], list[tuple[str, bool]]]:
+    """A line's text between numbers, and each number with whether it is a time or a throughput."""
+    texts, numbers, start = [], [], 0
+    for found in NUMBER.finditer(line):
+        before, after = line[: found.start()], line[found.end() :]
+        timing = bool(UNIT_AFTER.match(after) or LABEL_BEFORE.search(before))
+        texts.append(line[start : found.start()])
+        numbers.append((found.group(), timing))
+        start = found.end()
+    texts.append(line[start:])
+    return [" ".join(t.split()) for t in texts], numbers
+
+
+def _close(expected: str, found: str, tolerance: float | None) -> bool:
+    e, f = float(expected.replace(",", "")), float(found.replace(",", ""))
+    if tolerance is not None:
+        return abs(f - e) <= tolerance * abs(e) + 1e-12
+    mantissa = expected.replace(",", "").split("e")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    scale = 10 ** int(expected.split("e")[1]) if "e" in expected else 1
+    return abs(f - e) <= max(2 * 10**-decimals * scale, 1e-3 * abs(e))
+
+
+def line_matches(expected: str, found: str, tolerance: float | None = None) -> bool:
+    expected, found = expected.rstrip(), found.rstrip()
+    if expected.endswith("..."):
+        expected = expected[:-3].rstrip()
+        e_texts, e_numbers = _pieces(expected)
+        f_texts, f_numbers = _pieces(found)
+        # compare the found line cut to as many numbers as the expected prefix holds
+        if len(f_numbers) < len(e_numbers):
+            return False
+        f_texts = f_texts[: len(e_numbers) + 1]
+        f_texts[-1] = f_texts[-1][: len(e_texts[-1])] if e_texts[-1] else ""
+        f_numbers = f_numbers[: len(e_numbers)]
+    else:
+        e_texts, e_numbers = _pieces(expected)
+        f_texts, f_numbers = _pieces(found)
+    if e_texts != f_texts or len(e_numbers) != len(f_numbers):
+        return False
+    return all(timing or _close(e, f, tolerance) for (e, timing), (f, _) in zip(e_numbers, f_numbers))
+
+
+def mismatch(promise: Promise, output: str) -> str | None:
+    """None when the output keeps the promise; else the first expected line that no output line matched."""
+    lines = output.splitlines()
+    chunks, chunk = [], []
+    for line in promise.expected:
+        if line.strip() == "...":
+            chunks.append(chunk)
+            chunk = []
+        else:
+            chunk.append(line)
+    chunks.append(chunk)
+    at = 0
+    for chunk in (c for c in chunks if c):
+        for start in range(at, len(lines) - len(chunk) + 1):
+            if all(line_matches(e, f, promise.tolerance) for e, f in zip(chunk, lines[start:])):
+                at = start + len(chunk)
+                break
+        else:
+            best = next(
+                (e for e in chunk if not any(line_matches(e, f, promise.tolerance) for f in lines[at:])), chunk[0]
+            )
+            return f"no output line matches {best!r} (after output line {at})"
+    return None
