@@ -69,14 +69,22 @@ class Promise:
         return lines
 
 
+def try_it(narration: str) -> list[str]:
+    """The Try-it block's command lines, as written (a line continued with a backslash is one line), or [] when the
+    narration has no Try-it block."""
+    found = TRY_IT.search(narration)
+    if not found:
+        return []
+    text = re.sub(r"\s*\\\n\s*", " ", found.group(1))  # a line continued with a backslash is one command
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
 def read(narration: str) -> Promise:
-    try_it, see = TRY_IT.search(narration), SEE.search(narration)
-    if not try_it:
+    commands, see = try_it(narration), SEE.search(narration)
+    if not TRY_IT.search(narration):
         raise NarrationError("no **Try it** block")
     if not see:
         raise NarrationError("no **What you should see** block")
-    text = re.sub(r"\s*\\\n\s*", " ", try_it.group(1))  # a line continued with a backslash is one command
-    commands = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     swaps = [swap for line in STAND_IN.findall(narration) for swap in SWAP.findall(line)]
     heading = see.group(1).strip()
     if swaps and "stand-in" not in heading.lower():
