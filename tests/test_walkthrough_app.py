@@ -148,11 +148,13 @@ def test_file_list_clicks_and_tab_focus(demo_history, tmp_path):
     async def keys(pilot):
         files = app.query_one(FileList)
         assert files.display and files.option_count == 2  # step 1 adds input.txt and train_gpt2.py
+        assert app.path == "train_gpt2.py"  # the code first, the data after it
+        assert diff_lines(app)[0].startswith("A train_gpt2.py")
         await pilot.click(FileList, offset=(4, 1))
-        assert app.path == "train_gpt2.py"
-        assert any(line.startswith("A train_gpt2.py") for line in diff_lines(app))
+        assert app.path == "input.txt"
+        assert any(line.startswith("A input.txt") for line in diff_lines(app))
         await pilot.press("f")
-        assert diff_lines(app)[0] == "train_gpt2.py at step-01"
+        assert diff_lines(app)[0] == "input.txt at step-01"
         await pilot.click(StepList, offset=(4, 3))
         assert app.index == 3
         assert not app.query_one(FileList).display  # one file: no list
@@ -167,8 +169,8 @@ def test_file_list_clicks_and_tab_focus(demo_history, tmp_path):
 
 
 def test_copied_checkout_runs_as_exactly_one_checkout_in_a_shell(tmp_path):
-    """Tags named like a shell command, like an option, and like a branch: the copied line, run by sh in a copy of
-    the repository, checks out that step and does nothing else."""
+    """Tags named like a shell command, like an option, and like a branch: the copied line, run by sh from another
+    folder on a copy of the repository, checks out that step and does nothing else."""
     repo = make_hostile_repo(tmp_path / "repo")
     app, _ = reader(repo, tmp_path, "HEAD")
     copied = []
@@ -179,12 +181,15 @@ def test_copied_checkout_runs_as_exactly_one_checkout_in_a_shell(tmp_path):
             copied.append(app.clipboard)
 
     drive(app, keys, SIZE)
-    assert copied[0] == app.series.steps[0].checkout and INJECTED in copied[0]
+    assert copied[0] == f"git -C {repo} {app.series.steps[0].checkout.removeprefix('git ')}" and INJECTED in copied[0]
     branches = git(repo, "for-each-ref", "refs/heads")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     for step, command in zip(app.series.steps, copied, strict=True):
         clone = tmp_path / f"clone-{step.number}"
         shutil.copytree(repo, clone)
-        subprocess.run(["sh", "-c", command], cwd=clone, env={**os.environ, **ENV}, check=True, capture_output=True)
+        command = command.replace(f"-C {repo} ", f"-C {clone} ")
+        subprocess.run(["sh", "-c", command], cwd=elsewhere, env={**os.environ, **ENV}, check=True, capture_output=True)
         assert git(clone, "rev-parse", "HEAD").strip() == step.commit.sha
         assert git(clone, "for-each-ref", "refs/heads") == branches  # no branch made (-b) or switched to (v1)
     assert not list(tmp_path.rglob("m[123]"))  # nothing the tag's name spells out ran
@@ -213,7 +218,8 @@ def test_copy_checkout_command(demo_history, tmp_path):
 
     async def keys(pilot):
         await pilot.press("n", "c")
-        assert app.clipboard == "git checkout step-02" and notes == ["Copied: git checkout step-02"]
+        assert app.clipboard == f"git -C {demo_history} checkout step-02"
+        assert notes == [f"Sent to the terminal's clipboard (if it accepts OSC 52): {app.clipboard}"]
 
     drive(app, keys, SIZE)
 

@@ -140,8 +140,8 @@ DEMO_STEPS: list[DemoStep] = [
         "Read the text",
         "Everything starts from one file of text: tiny Shakespeare.\n\n"
         "## Why\n\nA language model learns to continue text, so before any model there is text to look at.\n\n"
-        "## Try it\n\n```bash\npython train_gpt2.py\n```\n\n"
-        "## What you should see\n\nThe number of characters, then the first lines of *First Citizen*.",
+        "**Try it**\n\n```bash\npython train_gpt2.py\n```\n\n"
+        "**What you should see**\n\nThe number of characters, then the first lines of *First Citizen*.",
         {"input.txt": SHAKESPEARE, "train_gpt2.py": READ},
     ),
     (
@@ -149,16 +149,16 @@ DEMO_STEPS: list[DemoStep] = [
         "GPT-2 reads tokens, not characters: byte-pair encoding turns common character runs into one id.\n\n"
         "## Why\n\nAbout 3 characters per token for English (measured below), so the same 1,024-token context "
         "sees three times more text than characters would.\n\n"
-        "## Try it\n\n```bash\npython train_gpt2.py\n```\n\n"
-        "## What you should see\n\nFewer tokens than characters, and a list of 24 token ids.",
+        "**Try it**\n\n```bash\npython train_gpt2.py\n```\n\n"
+        "**What you should see**\n\nFewer tokens than characters, and a list of 24 token ids.",
         {"train_gpt2.py": TOKENS},
     ),
     (
         "The GPT-2 config",
         "The five numbers that make GPT-2 (124M), in a dataclass with a comment per field.\n\n"
         "## Why\n\nEvery shape in the model comes from these: 12 layers of width 768 with 12 heads of 64.\n\n"
-        "## Try it\n\n```bash\npython -c 'import train_gpt2; print(train_gpt2.GPTConfig())'\n```\n\n"
-        "## What you should see\n\n`GPTConfig(block_size=1024, vocab_size=50257, n_layer=12, n_head=12, n_embd=768)`",
+        "**Try it**\n\n```bash\npython -c 'import train_gpt2; print(train_gpt2.GPTConfig())'\n```\n\n"
+        "**What you should see**\n\n`GPTConfig(block_size=1024, vocab_size=50257, n_layer=12, n_head=12, n_embd=768)`",
         {"train_gpt2.py": CONFIG + DATA},
     ),
     (
@@ -168,16 +168,16 @@ DEMO_STEPS: list[DemoStep] = [
         "the future hidden, so the model can be trained on every position of a sequence at once.\n\n"
         "Names follow OpenAI's checkpoint (`c_attn`, `c_proj`), so loading the weights later is a key-for-key "
         "copy.\n\n"
-        "## Try it\n\n```bash\npython -c 'import torch, train_gpt2 as t; a = t.CausalSelfAttention(t.GPTConfig()); "
+        "**Try it**\n\n```bash\npython -c 'import torch, train_gpt2 as t; a = t.CausalSelfAttention(t.GPTConfig()); "
         "print(a(torch.randn(2, 8, 768)).shape)'\n```\n\n"
-        "## What you should see\n\n`torch.Size([2, 8, 768])`: one output vector per input token.",
+        "**What you should see**\n\n`torch.Size([2, 8, 768])`: one output vector per input token.",
         {"train_gpt2.py": CONFIG + ATTENTION + DATA},
     ),
     (
         "Keep the sample text",
         "The first step's sample becomes the test text; the real run reads the full file.\n\n"
-        "## Try it\n\n```bash\ngit show step-05 --stat\n```\n\n"
-        "## What you should see\n\nOne file renamed.",
+        "**Try it**\n\n```bash\ngit show step-05 --stat\n```\n\n"
+        "**What you should see**\n\nOne file renamed.",
         {"input.txt": None, "data/sample.txt": SHAKESPEARE},
     ),
 ]
@@ -203,3 +203,73 @@ def make_hostile_repo(path: Path) -> Path:
     git(path, "branch", "v1", "HEAD~2")  # `git checkout v1` would take this branch
     commit(path, "No tag", {"d.txt": "d\n"})
     return path
+
+
+# ---- a series whose Try-its the reader runs (`r`)
+
+SHOW = """\
+import os, pathlib, sys
+
+print("show.py says:", *sys.argv[1:])
+print("GREETING is", os.environ.get("GREETING", "unset"))
+with open("ran.txt", "a") as f:  # one line per run: a second run in the same checkout finds the first one's
+    f.write("ran\\n")
+print("runs in this checkout:", len(pathlib.Path("ran.txt").read_text().splitlines()))
+"""
+
+SLEEPER = """\
+import os, subprocess, sys, time
+
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print("pids", os.getpid(), child.pid, flush=True)
+time.sleep(600)
+"""
+
+FAIL = """\
+import sys
+
+print("about to fail")
+sys.exit(3)
+"""
+
+LONG_COMMAND = (
+    "python show.py --n-layer 4 --n-head 4 --n-embd 128 -B 8 -T 128 --max-steps 10 --and-then-some-more-flags"
+)
+
+
+def _narration(what: str, try_it: str, see: str) -> str:
+    return f"{what}\n\n**Try it**\n\n```bash\n{try_it}\n```\n\n**What you should see**\n\n```\n{see}\n```\n"
+
+
+RUN_STEPS: list[DemoStep] = [
+    (
+        "A script that talks",
+        _narration(
+            "It prints its arguments.",
+            "python show.py hello",
+            "show.py says: hello\nGREETING is unset\nruns in this checkout: 1",
+        ),
+        {"show.py": SHOW},
+    ),
+    (
+        "Part II · A long wait",
+        _narration("It waits ten minutes, with a child.", "python sleeper.py", "pids ..."),
+        {"sleeper.py": SLEEPER},
+    ),
+    (
+        "A failure",
+        _narration("It exits with status 3.", "python fail.py", "about to fail"),
+        {"fail.py": FAIL},
+    ),
+    (
+        "Nothing for the shell",
+        _narration(
+            "Globs, braces and a tilde go through as text; a line that needs a shell is not run.",
+            "python show.py * ~ {a,b} 'two words' && GREETING=hi python show.py again\n"
+            "python show.py x; touch marker\n"
+            f"{LONG_COMMAND}",
+            "...",
+        ),
+        {"notes.txt": "the last step\n"},
+    ),
+]

@@ -3,12 +3,14 @@ file, split or unified, the search) and pushes it down to widgets that only draw
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from textual import on
@@ -21,9 +23,16 @@ from textual.widgets import Footer, Input, OptionList, Static
 
 from .bookmark import Bookmarks
 from .diff import FileDiff, Line, shown
+from .errors import WalkthroughError
 from .history import Match, Series
-from .rows import MAX_ROWS, diff_layout, file_layout
-from .widgets import DiffView, FileList, HelpScreen, Narration, Prompt, StepList
+from .rows import MAX_ROWS, Layout, Row, diff_layout, file_layout
+from .runner import Record, Run, argv_here, describe_status, plan, verdict, worktree
+from .widgets import ConfirmRun, DiffView, FileList, HelpScreen, Narration, Prompt, RunPanel, StepList
+
+PROJECT_HISTORY = Path(__file__).resolve().parent.parent / "history"  # this project's own series, built
+# editors that open a file at a line with +N before its name
+LINE_EDITORS = {"vi", "vim", "nvim", "view", "nano", "emacs", "emacsclient", "micro", "kak", "joe", "ne", "mg"}
+CLIPBOARD_TOOLS = (("pbcopy",), ("wl-copy",), ("xclip", "-selection", "clipboard"), ("xsel", "--clipboard", "-i"))
 
 
 class WalkthroughApp(App[None]):
@@ -55,17 +64,51 @@ class WalkthroughApp(App[None]):
         Binding(
             "f", "toggle_file", "File", tooltip="the whole file at this step, or back to the diff", id="toggle_file"
         ),
-        Binding("c", "copy_checkout", "Copy", tooltip="copy `git checkout` for this step", id="copy_checkout"),
+        Binding(
+            "r",
+            "run",
+            "Run",
+            tooltip="run this step's Try-it in a checkout of the step; again to stop it",
+            id="run",
+        ),
+        Binding("escape", "stop", "Stop", show=False, tooltip="stop the run, or back to the diff", id="stop"),
+        Binding("z", "zoom", "Zoom", tooltip="the diff (or run) at full width, and back", id="zoom"),
+        Binding(
+            "shift+left",
+            "scroll_diff(-8)",
+            "Scroll",
+            show=False,
+            tooltip="scroll the diff left (shift+→: right)",
+            id="scroll_left",
+        ),
+        Binding("shift+right", "scroll_diff(8)", "", show=False, tooltip="scroll the diff right", id="scroll_right"),
+        Binding(
+            "c", "copy_checkout", "Copy", tooltip="copy `git -C HISTORY checkout` for this step", id="copy_checkout"
+        ),
+        Binding("y", "copy_try_it", "Copy Try-it", tooltip="copy this step's Try-it command", id="copy_try_it"),
         Binding("e", "edit", "Edit", tooltip="open the file at this step in $EDITOR (a copy)", id="edit"),
         Binding("question_mark", "help", "Help", tooltip="this help", id="help"),
         Binding("q", "quit", "Quit", tooltip="quit (the step you are on is remembered)", id="quit"),
     ]
 
-    def __init__(self, series: Series, bookmarks: Bookmarks):
+    def __init__(self, series: Series, bookmarks: Bookmarks, own_series: bool | None = None):
         super().__init__()
         assert series.steps, "a series has at least one step"
         self.series = series
         self.bookmarks = bookmarks
+        # this project's own series runs its Try-its without asking; any other history's commands are confirmed
+        if own_series is None:
+            own_series = Path(series.repo.git_dir).resolve() == (PROJECT_HISTORY / ".git").resolve()
+        self.own_series = own_series
+        self.runs_root: Path | None = None  # where worktrees go (None: runner.runs_folder)
+        self.clock = time.monotonic
+        self.records: dict[int, Record] = {}  # the last run of each step
+        self.active_run: Run | None = None  # the run going on now, if any
+        self._running: Record | None = None
+        self._starting = False  # a run's checkout is being made
+        self.show_run = False  # the run panel instead of the diff, on steps that have a run
+        self.zoomed = False
+        self._confirmed: set[int] = set()
         self.index = 0
         self.path: str | None = None  # the file that f and e act on
         self.split = False
@@ -86,8 +129,10 @@ class WalkthroughApp(App[None]):
                 with Vertical(id="change"):
                     yield FileList(id="files")
                     yield DiffView(id="diff")
-        yield Prompt(id="prompt")
-        yield Footer(compact=True)
+                    yield RunPanel(id="run")
+        with Vertical(id="bottom"):  # the prompt above the footer, never under it
+            yield Prompt(id="prompt")
+            yield Footer(compact=True)
 
     async def on_mount(self) -> None:
         self.query_one(StepList).show_steps(self.series.steps)
@@ -99,6 +144,8 @@ class WalkthroughApp(App[None]):
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # the app is done: let its objects be collected again
+        if self.active_run is not None:  # no process outlives the reader
+            self.active_run.kill()
         if self._copies is not None:  # the copies e made
             shutil.rmtree(self._copies, ignore_errors=True)
 
@@ -120,45 +167,68 @@ class WalkthroughApp(App[None]):
         """Show step `index`; with `line`, scroll the diff to that search match."""
         new_step = new_step or index != self.index
         self.index = index
-        files = self.series.files(index)
+        files = self.files(index)
         if new_step and not self.whole_file:
             self._pick_path(files)
         steps = self.query_one(StepList)
         with steps.prevent(OptionList.OptionHighlighted):
             steps.highlighted = index
         file_list = self.query_one(FileList)
-        file_list.display = len(files) > 1
         with file_list.prevent(OptionList.OptionHighlighted):
             if new_step:
                 file_list.show_files(files)
             file_list.highlighted = _position(files, self.path)
         if new_step:
-            await self.query_one(Narration).show(index, self._narration(index))
+            # a commit with only a subject line has nothing to say beyond the title bar: the pane steps aside
+            text = self.series.steps[index].narration.strip()
+            self.screen.set_class(not text, "-no-narration")
+            if text:
+                await self.query_one(Narration).show(index, text)
             self.bookmarks.remember(self.series, index)
             self.call_after_refresh(self._prepare_neighbours)
         self._show_change(files, line)
 
-    def _narration(self, index: int) -> str:
-        return self.series.steps[index].narration or "*No narration: this commit's message is only a subject line.*"
+    def files(self, index: int) -> list[FileDiff]:
+        """The step's files; none, and the reason kept for the diff pane, where git cannot read them (a missing
+        object in a partial or damaged clone): one bad step does not stop the reader."""
+        try:
+            return self.series.files(index)
+        except WalkthroughError:  # Series.errors has the reason
+            return []
 
     async def _prepare_neighbours(self) -> None:
         """Make the next and previous steps ready while this one is read, so n and p are instant."""
         for index in (self.index + 1, self.index - 1):
             if 0 <= index < self.step_count:
-                self.query_one(DiffView).prepare(self.series.files(index))
-                await self.query_one(Narration).prepare(index, self._narration(index))
+                self.query_one(DiffView).prepare(self.files(index))
+                if narration := self.series.steps[index].narration.strip():
+                    await self.query_one(Narration).prepare(index, narration)
 
     def _pick_path(self, files: list[FileDiff]) -> None:
-        """Keep the current file if this step touches it, else take the step's first file."""
+        """Keep the current file if this step touches it, else take the step's first file (code comes first)."""
         if _position(files, self.path) is None:
             self.path = files[0].path if files else None
 
     def _show_change(self, files: list[FileDiff], line: Line | None = None) -> None:
-        """Lay out the diff (or the whole file) and hand it to the DiffView; scroll to `line` or the current file."""
+        """Lay out the diff (or the whole file, or the step's run) and hand it to its widget; scroll to `line` or the
+        current file."""
         step = self.series.steps[self.index]
-        diff = self.query_one(DiffView)
-        if self.whole_file and self.path is not None:
-            diff.show(file_layout(self.path, self.series.file_at(self.index, self.path), step.ref, step.rev))
+        record = self.records.get(self.index) if self.show_run else None
+        diff, panel, file_list = self.query_one(DiffView), self.query_one(RunPanel), self.query_one(FileList)
+        panel.display = record is not None
+        diff.display = record is None
+        file_list.display = record is None and len(files) > 1
+        if record is not None:
+            panel.show(self._run_head(record), record.lines, self._run_foot(record))
+        elif self.index in self.series.errors:
+            diff.show(Layout([Row("note", f"git could not read this step: {self.series.errors[self.index]}")]))
+        elif self.whole_file and self.path is not None:
+            try:
+                data = self.series.file_at(self.index, self.path)
+            except WalkthroughError as error:
+                diff.show(Layout([Row("note", f"git could not read {shown(self.path)}: {error}")]))
+            else:
+                diff.show(file_layout(self.path, data, step.ref, step.rev))
         else:
             layout = diff_layout(files, self.split, step.rev)
             diff.show(layout)
@@ -181,11 +251,20 @@ class WalkthroughApp(App[None]):
     def _show_title(self) -> None:
         step = self.series.steps[self.index]
         self.query_one("#title", Static).update(Content(f"Step {step.number}/{self.step_count} · {step.title}"))
-        mode = f"file {shown(self.path)}" if self.whole_file else ("side by side" if self.split else "unified")
+        if self.show_run and self.index in self.records:
+            mode = "run"
+        elif self.whole_file:
+            mode = f"file {shown(self.path)}"
+        else:
+            mode = "side by side" if self.split else "unified"
         parts = [step.ref, mode]
         if self.match is not None:
             parts.append(f"match {self.match + 1}/{len(self.matches)}")
+        if self.zoomed:
+            parts.append("zoom")
         self.query_one("#status", Static).update(Content(" · ".join(parts)))
+        self.screen.set_class(self.split and not self.whole_file, "-split")
+        self.screen.set_class(self.zoomed, "-zoom")
 
     # ---- messages from the widgets
 
@@ -196,7 +275,7 @@ class WalkthroughApp(App[None]):
 
     @on(OptionList.OptionHighlighted, "#files")
     def _file_chosen(self, event: OptionList.OptionHighlighted) -> None:
-        files = self.series.files(self.index)
+        files = self.files(self.index)
         self.path = files[event.option_index].path
         self._show_change(files)
 
@@ -269,7 +348,7 @@ class WalkthroughApp(App[None]):
         match = self.matches[self.match]
         line = None
         if match.file is not None:
-            file = self.series.files(match.step)[match.file]
+            file = self.files(match.step)[match.file]
             line = file.hunks[match.hunk].lines[match.line]
             self.path, self.whole_file = file.path, False
         await self.go_to(match.step, line)
@@ -289,22 +368,159 @@ class WalkthroughApp(App[None]):
 
     def action_toggle_split(self) -> None:
         self.split, self.whole_file = not self.split, False
-        self._show_change(self.series.files(self.index))
+        self._show_change(self.files(self.index))
 
     def action_toggle_file(self) -> None:
         if self.path is None:
             self.notify("This step changes no files.", severity="warning")
             return
         self.whole_file = not self.whole_file
-        files = self.series.files(self.index)
+        files = self.files(self.index)
         if not self.whole_file:  # the file followed across steps may not be in this one
             self._pick_path(files)
         self._show_change(files)
 
     def action_copy_checkout(self) -> None:
-        command = self.series.steps[self.index].checkout
-        self.copy_to_clipboard(command)
-        self.notify(f"Copied: {command}", timeout=3, markup=False)
+        self._copy_text(self.series.checkout(self.index))
+
+    def action_copy_try_it(self) -> None:
+        lines = [planned.text for planned in plan(self.series.steps[self.index].narration)]
+        if not lines:
+            self.notify("This step's narration has no Try-it command.", severity="warning")
+            return
+        self._copy_text("\n".join(lines))
+
+    def _copy_text(self, text: str) -> None:
+        """Copy through a clipboard program where there is one, and always send it to the terminal (OSC 52), then
+        say which happened: a terminal may drop the request (tmux without `set-clipboard on`), and nothing says so."""
+        tool = next((t for t in CLIPBOARD_TOOLS if _usable(t[0]) and shutil.which(t[0])), None)
+        copied = False
+        if tool is not None:
+            try:
+                copied = subprocess.run(list(tool), input=text.encode(), timeout=2, check=False).returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                copied = False
+        self.copy_to_clipboard(text)
+        if copied:
+            where = f"Copied with {tool[0]}"
+        elif os.environ.get("TMUX"):
+            where = "Sent to the terminal's clipboard (in tmux only with `set -g set-clipboard on`)"
+        else:
+            where = "Sent to the terminal's clipboard (if it accepts OSC 52)"
+        self.notify(f"{where}: {text}", timeout=4, markup=False)
+
+    # ---- running a step
+
+    def action_run(self) -> None:
+        if self.active_run is not None:
+            self._stop_run()
+            return
+        if self._starting:  # the checkout is being made
+            return
+        index = self.index
+        narration = self.series.steps[index].narration
+        planned = plan(narration)
+        if not planned:
+            self.notify("This step's narration has no Try-it block: there is nothing to run.", severity="warning")
+            return
+        if not self.own_series and index not in self._confirmed:
+            argvs = [
+                repr(argv_here(c.argv)) + (f"  with {c.env}" if c.env else "") for p in planned for c in p.commands
+            ] + [f"(needs a shell, not run) {p.text}" for p in planned if p.refused]
+            where = f"a checkout of {self.series.steps[index].ref}"
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self._confirmed.add(index)
+                    self.run_worker(self._start_run(index, planned), group="run")
+
+            self.push_screen(ConfirmRun(where, argvs), answered)
+            return
+        # a worker, not an await here: the app keeps reading keys (r and esc stop the run) while it runs
+        self.run_worker(self._start_run(index, planned), group="run")
+
+    async def _start_run(self, index: int, planned) -> None:
+        if self.active_run is not None or self._starting:
+            return
+        self._starting = True
+        try:
+            folder, new = await asyncio.to_thread(worktree, self.series, index, self.runs_root)
+        except WalkthroughError as error:
+            self.notify(str(error), severity="error", markup=False)
+            return
+        finally:
+            self._starting = False
+        record = Record(index, folder, new, planned, started=self.clock())
+        self.records[index] = record
+        self._running = record
+        narration = self.series.steps[index].narration
+
+        def on_line(line: str) -> None:
+            record.lines.append(line)
+            if self.show_run and self.index == index:
+                self.query_one(RunPanel).append(line)
+
+        self.active_run = Run(planned, folder, on_line, clock=self.clock)
+        self.show_run = True
+        if self.index == index:
+            self._show_change(self.files(index))
+            self.query_one(Narration).scroll_to_text("What you should see")
+        ticker = self.set_interval(0.5, self._tick)
+        status = 1  # if the runner itself fails
+        try:
+            status = await self.active_run.run()
+        finally:
+            ticker.stop()
+            record.status = status
+            record.stopped = self.active_run.stopped
+            record.ended = self.clock()
+            record.first_output = self.active_run.first_output
+            if not record.stopped:
+                record.verdict = verdict(narration, "\n".join(self.active_run.output), record.status)
+            self.active_run, self._running = None, None
+        if self.show_run and self.index == index:
+            self.query_one(RunPanel).set_foot(self._run_foot(record))
+            self._show_title()
+
+    def _tick(self) -> None:
+        record = self._running
+        if record is not None and self.show_run and self.index == record.index:
+            self.query_one(RunPanel).set_foot(self._run_foot(record))
+
+    def _stop_run(self) -> None:
+        if self.active_run is not None and self._running is not None:
+            self.active_run.stop()
+            self.notify(f"Stopping the run of step {self.series.steps[self._running.index].number}.", timeout=2)
+
+    def _run_head(self, record: Record) -> str:
+        checkout = "a new checkout" if record.new_checkout else "its checkout, reused"
+        return f"Try-it of {self.series.steps[record.index].ref}, in {checkout}: {record.folder}"
+
+    def _run_foot(self, record: Record) -> str:
+        seconds = f"{record.seconds(self.clock()):.1f} s"
+        if record.running:
+            return f"running · {seconds} · r or esc stops it"
+        ended = "stopped" if record.stopped else describe_status(record.status)
+        parts = [ended, seconds]
+        if record.verdict:
+            parts.append(record.verdict)
+        return " · ".join(parts) + " · r runs it again, esc shows the diff"
+
+    def action_stop(self) -> None:
+        if self.active_run is not None:
+            self._stop_run()
+        elif self.show_run:
+            self.show_run = False
+            self._show_change(self.files(self.index))
+
+    def action_zoom(self) -> None:
+        self.zoomed = not self.zoomed
+        self._show_title()
+        if self.zoomed and isinstance(self.focused, (StepList, Narration)):  # hidden now
+            self.query_one(RunPanel if self.query_one(RunPanel).display else DiffView).focus()
+
+    def action_scroll_diff(self, columns: int) -> None:
+        self.query_one(DiffView).scroll_relative(x=columns, animate=False)
 
     def action_edit(self) -> None:
         try:
@@ -332,7 +548,7 @@ class WalkthroughApp(App[None]):
                 # an exception escaping this block would skip Textual's resume and leave the app frozen: a failed
                 # start is caught here, and reported once the app has the terminal back
                 try:
-                    subprocess.run([*editor, str(copy)], check=False)
+                    subprocess.run([*editor, *self._line_argument(editor), str(copy)], check=False)
                 except OSError as error:  # not found, a folder, not executable
                     failure = f"Could not start the editor {editor[0]!r}: {error.strerror or error}"
         except SuspendNotSupported:
@@ -344,6 +560,21 @@ class WalkthroughApp(App[None]):
         shutil.rmtree(folder, ignore_errors=True)
         if failure:
             self.notify(failure, severity="error", markup=False)
+
+    def _line_argument(self, editor: list[str]) -> list[str]:
+        """`+N` for editors that take it: the line of the file at the top of the diff pane (or of the whole file)."""
+        if Path(editor[0]).name not in LINE_EDITORS:
+            return []
+        diff = self.query_one(DiffView)
+        top = int(diff.scroll_offset.y)
+        if self.whole_file:
+            return [f"+{max(1, top)}"]
+        for row in diff.rows[top:]:
+            cells = [cell for cell in (row.left, row.right) if cell is not None]
+            for cell in cells:
+                if cell.file is not None and cell.file.path == self.path and cell.line.new is not None:
+                    return [f"+{cell.line.new}"]
+        return []
 
     def _copy(self, data: bytes) -> tuple[Path, Path]:
         """(a new folder under the app's copies folder, in it a read-only copy of the current file as it is at this
@@ -370,6 +601,15 @@ class WalkthroughApp(App[None]):
             keys, _ = rows.setdefault(binding.action, ([], binding.tooltip or binding.description))
             keys.append(self.get_key_display(binding))
         return [(" ".join(keys), text) for keys, text in rows.values()]
+
+
+def _usable(tool: str) -> bool:
+    """A clipboard program that can reach a clipboard here: X and Wayland tools need their display."""
+    if tool in ("xclip", "xsel"):
+        return bool(os.environ.get("DISPLAY"))
+    if tool == "wl-copy":
+        return bool(os.environ.get("WAYLAND_DISPLAY"))
+    return True
 
 
 def _position(files: list[FileDiff], path: str | None) -> int | None:

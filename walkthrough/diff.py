@@ -59,6 +59,15 @@ class FileDiff:
         return sum(line.kind == "-" for hunk in self.hunks for line in hunk.lines)
 
 
+DATA_SUFFIXES = {".txt", ".csv", ".tsv", ".json", ".jsonl", ".npy", ".npz", ".bin", ".pt", ".parquet", ".lock"}
+
+
+def is_data(file: FileDiff) -> bool:
+    """A data file (text, tables, tensors, anything binary) rather than code: shown after the code a step changes."""
+    name = file.path.rsplit("/", 1)[-1]
+    return file.binary or ("." in name and "." + name.rsplit(".", 1)[-1].lower() in DATA_SUFFIXES)
+
+
 def decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 

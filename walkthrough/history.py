@@ -15,7 +15,7 @@ from pathlib import Path
 from git import Repo
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
 
-from .diff import FileDiff, decode, encode_path, parse_diff
+from .diff import FileDiff, decode, encode_path, is_data, parse_diff
 from .errors import WalkthroughError
 from .gitcmd import run_git
 
@@ -74,9 +74,18 @@ def read_commits(repo: Repo, rev_range: str) -> list[Commit]:
 
 def open_repo(path: Path | str) -> Repo:
     try:
-        return Repo(path)
+        repo = Repo(path)
     except (InvalidGitRepositoryError, NoSuchPathError):
         raise WalkthroughError(f"not a git repository: {path}") from None
+    if _is_git_dir(Path(path)):
+        # a bare repository: say so to git. Without a config file gitpython takes it for a work tree's .git and
+        # runs git in the parent folder, which is no repository (or, worse, another one)
+        repo.git.update_environment(GIT_DIR=str(Path(path).resolve()))
+    return repo
+
+
+def _is_git_dir(path: Path) -> bool:
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
 
 
 def read_blob(repo: Repo, rev: str, path: str) -> bytes | None:
@@ -124,6 +133,7 @@ class Series:
         self.rev_range = rev_range
         self.steps = steps
         self._files: dict[int, list[FileDiff]] = {}
+        self.errors: dict[int, str] = {}  # steps git could not read (a missing object in a damaged clone), and why
 
     @property
     def key(self) -> str:
@@ -135,34 +145,50 @@ class Series:
         if index not in self._files:
             commit = self.steps[index].commit
             base = [commit.parents[0], commit.sha] if commit.parents else ["--root", commit.sha]
-            out = run_git(
-                self.repo.git,
-                "-c",
-                "core.quotepath=false",
-                "diff-tree",
-                "-p",
-                "-r",
-                "-M",
-                "--no-commit-id",
-                "--src-prefix=a/",
-                "--dst-prefix=b/",
-                *base,
-            )
-            self._files[index] = parse_diff(out)
+            try:
+                out = run_git(
+                    self.repo.git,
+                    "-c",
+                    "core.quotepath=false",
+                    "diff-tree",
+                    "-p",
+                    "-r",
+                    "-M",
+                    "--no-commit-id",
+                    "--src-prefix=a/",
+                    "--dst-prefix=b/",
+                    *base,
+                )
+            except WalkthroughError as error:
+                self.errors[index] = str(error)
+                raise
+            # code first: a step that adds 40,000 lines of text and changes a script opens on the script
+            self._files[index] = sorted(parse_diff(out), key=is_data)
         return self._files[index]
+
+    def checkout(self, index: int) -> str:
+        """The step's `git checkout` line, run on this repository from any folder: `git -C <repo> checkout ...`."""
+        bare = self.repo.bare or "GIT_DIR" in self.repo.git.environment()  # see open_repo
+        where = Path(self.repo.git_dir if bare else self.repo.working_tree_dir).resolve()
+        return f"git -C {shlex.quote(str(where))} {self.steps[index].checkout.removeprefix('git ')}"
 
     def file_at(self, index: int, path: str) -> bytes | None:
         """The file's bytes after step `index`, or None where the step's tree has no such file."""
         return read_blob(self.repo, self.steps[index].commit.sha, path)
 
     def search(self, query: str) -> list[Match]:
-        """Case-insensitive matches in every step: one for the title or narration, one per diff line."""
+        """Case-insensitive matches in every step: one for the title or narration, one per diff line. A step git
+        cannot read is searched by its message only (`errors` says why)."""
         needle = query.casefold()
         matches = []
         for index, step in enumerate(self.steps):
             if needle in step.commit.message.casefold():
                 matches.append(Match(index))
-            for f, file in enumerate(self.files(index)):
+            try:
+                files = self.files(index)
+            except WalkthroughError:
+                continue
+            for f, file in enumerate(files):
                 for h, hunk in enumerate(file.hunks):
                     matches.extend(
                         Match(index, f, h, n) for n, line in enumerate(hunk.lines) if needle in line.text.casefold()

@@ -8,8 +8,11 @@ from functools import lru_cache
 from pygments.lexers import get_lexer_for_filename
 from pygments.util import ClassNotFound
 from rich.segment import Segment
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.geometry import Size
 from textual.highlight import highlight
@@ -18,7 +21,7 @@ from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
-from textual.widgets import Input, Markdown, OptionList, Static
+from textual.widgets import Input, Markdown, OptionList, RichLog, Static
 from textual.widgets.option_list import Option
 
 from .diff import FileDiff, Line
@@ -43,12 +46,25 @@ def language(path: str) -> str:
         return "text"
 
 
+PART = re.compile(r"^(Part [IVXLC]+) · ")  # "Part II · Exact resume": the series' second part starts here
+
+
 class StepList(OptionList):
-    """Step number and title, one line each; the app moves the highlight."""
+    """Step number and title; a long title wraps under itself, not under the number. The app moves the highlight."""
 
     def show_steps(self, steps: list[Step]) -> None:
         width = len(str(len(steps)))
-        self.set_options(Option(Content.assemble((f"{s.number:>{width}} ", "dim"), s.title)) for s in steps)
+        options = []
+        for step in steps:
+            title = Text(step.title)
+            if part := PART.match(step.title):  # the first line of a part, marked
+                title.stylize("bold reverse", 0, len(part.group(1)))
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(width=width, justify="right", style="dim", no_wrap=True)
+            grid.add_column(ratio=1)
+            grid.add_row(str(step.number), title)
+            options.append(Option(grid))
+        self.set_options(options)
 
 
 class FileList(OptionList):
@@ -90,6 +106,16 @@ class Narration(VerticalScroll):
         while len(self._documents) > self.KEEP:
             self._documents.pop(next(iter(self._documents))).remove()
         self.scroll_home(animate=False)
+
+    def scroll_to_text(self, text: str) -> None:
+        """Bring the first block of the shown document that holds `text` to the top."""
+        document = self.document
+        if document is None:
+            return
+        for block in document.children:
+            if text in (getattr(block, "source", None) or ""):
+                self.scroll_to_widget(block, top=True, animate=False)
+                return
 
 
 class Code:
@@ -252,6 +278,58 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         ]
         strip = Strip(segments)
         return strip if width is None else strip.crop_extend(0, width, style.rich_style)
+
+
+class RunPanel(Vertical):
+    """A step's run: the command and where it runs, its output as it comes, and how it ended. The app writes."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="run-head", markup=False)
+        yield RichLog(id="run-log", max_lines=20_000, wrap=True, min_width=20, markup=False, highlight=False)
+        yield Static(id="run-foot", markup=False)
+
+    def show(self, head: str, lines: list[str], foot: str) -> None:
+        self.query_one("#run-head", Static).update(head)
+        log = self.query_one(RichLog)
+        log.clear()
+        for line in lines:
+            log.write(Text(printable(line)))
+        self.set_foot(foot)
+
+    def append(self, line: str) -> None:
+        self.query_one(RichLog).write(Text(printable(line)))
+
+    def set_foot(self, foot: str) -> None:
+        self.query_one("#run-foot", Static).update(foot)
+
+    @property
+    def lines(self) -> list[str]:
+        """What the log shows, one screen line each (long lines wrap)."""
+        return [strip.text.rstrip() for strip in self.query_one(RichLog).lines]
+
+
+class ConfirmRun(ModalScreen[bool]):
+    """Before a command from someone else's history runs: the exact argument lists, and a yes or no."""
+
+    BINDINGS = [Binding("enter", "answer(True)", "Run"), Binding("escape,n", "answer(False)", "Don't run")]
+
+    def __init__(self, where: str, argvs: list[str]):
+        super().__init__()
+        self.where, self.argvs = where, argvs
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="confirm"):
+            yield Static("Run commands from this history?", id="confirm-title")
+            yield Static(
+                "They come from the commit message of a repository that is not this project's own series: "
+                f"code from whoever wrote it. In {self.where}, as these argument lists (no shell):",
+                markup=False,
+            )
+            yield Static("\n".join(self.argvs), id="confirm-argv", markup=False)
+            yield Static("enter runs them, esc or n does not", id="confirm-hint")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
 
 
 class Prompt(Input):
