@@ -93,7 +93,14 @@ def test_split_runs_commands_as_argument_lists():
     assert second.argv == ["ls", "log/"]
 
 
-@pytest.mark.parametrize("line", ["python a.py | head", "python a.py > out.txt", "echo $HOME", "a; b", "a &"])
+def test_quoted_python_may_hold_what_a_shell_would_read():
+    (command,) = split("""python -c "import torch; print(1 | 2 > 0)" 'a;b'""")
+    assert command.argv == ["python", "-c", "import torch; print(1 | 2 > 0)", "a;b"]
+
+
+@pytest.mark.parametrize(
+    "line", ["python a.py | head", "python a.py > out.txt", "echo $HOME", 'echo "$HOME"', "a; b", "a &", "a 'b' | c"]
+)
 def test_split_refuses_what_needs_a_shell(line):
     with pytest.raises(NarrationError, match="not a plain command"):
         split(line)

@@ -25,10 +25,11 @@ SWAP = re.compile(r"`([^`]+)` → `([^`]+)`")
 TOLERANCE = re.compile(r"numbers within ([\d.]+)%")
 EXIT = re.compile(r"exits with status (\d+)")
 SHELL_ONLY = re.compile(r"[|;<>`$]|&(?!&)")  # what an argument list cannot express: pipes, redirects, substitutions
+QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")  # inside quotes only $ and ` still mean something to a shell
 
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
 UNIT_AFTER = re.compile(r"\s?(?:ms|s|sec|min|tok/s|tok/sec|tokens/s)\b")
-LABEL_BEFORE = re.compile(r"(?:dt|tok/sec|tok/s|mfu|MFU|took|in)\s*[:=]?\s*$")
+LABEL_BEFORE = re.compile(r"(?:dt|tok/sec|tok/s|mfu|MFU)\s*[:=]?\s*$")
 
 
 class NarrationError(ValueError):
@@ -95,7 +96,8 @@ def read(narration: str) -> Promise:
 
 def split(line: str) -> list[Command]:
     """One Try-it line as argument lists: `a && b` runs a, then b if a succeeded; `VAR=value cmd` sets VAR."""
-    if SHELL_ONLY.search(line.replace("&&", "")):
+    unquoted = QUOTED.sub(lambda m: "" if m.group()[0] == "'" else re.sub(r"[^$`]", "", m.group()), line)
+    if SHELL_ONLY.search(unquoted.replace("&&", "")):
         raise NarrationError(f"not a plain command (pipes, redirects and substitutions need a shell): {line}")
     commands = []
     for part in line.split("&&"):
