@@ -20,8 +20,8 @@ from walkthrough.cli import main
 from walkthrough.history import load_series
 from walkthrough.patches import HISTORY_RANGE, build
 from walkthrough.rows import MAX_ROWS
-from walkthrough.widgets import DiffView, FileList, HelpScreen, Narration, StepList
-from walkthrough_fixtures import DEMO_STEPS, INJECTED, make_hostile_repo, write_series
+from walkthrough.widgets import ConfirmRun, DiffView, FileList, HelpScreen, Narration, RunPanel, StepList
+from walkthrough_fixtures import DEMO_STEPS, INJECTED, LONG_COMMAND, RUN_STEPS, make_hostile_repo, write_series
 
 SIZE = (120, 40)
 
@@ -213,7 +213,9 @@ def test_file_names_that_are_not_utf8_are_shown_escaped_with_their_content(tmp_p
     drive(app, keys, SIZE)
 
 
-def test_copy_checkout_command(demo_history, tmp_path):
+def test_copy_checkout_command(demo_history, tmp_path, monkeypatch):
+    for name in ("TMUX", "DISPLAY", "WAYLAND_DISPLAY"):  # no clipboard program can be used: OSC 52 only
+        monkeypatch.delenv(name, raising=False)
     app, notes = reader(demo_history, tmp_path)
 
     async def keys(pilot):
@@ -406,3 +408,355 @@ def test_step_list_follows_the_keyboard_when_focused(demo_history, tmp_path):
 def test_main_screen_snapshot(demo_history, tmp_path, snap_compare, size):
     app = WalkthroughApp(load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json"))
     assert snap_compare(app, press=["colon", "4", "enter"], terminal_size=size)
+
+
+# ---- r: running a step's Try-it
+
+
+@pytest.fixture(scope="module")
+def run_history(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    write_series(root / "steps", RUN_STEPS)
+    build(root / "steps", root / "history")
+    return root / "history"
+
+
+def runner(history: Path, state: Path, own: bool = True) -> tuple[WalkthroughApp, list[str]]:
+    app = WalkthroughApp(load_series(history, HISTORY_RANGE), Bookmarks(state / "walkthrough.json"), own_series=own)
+    app.runs_root = state / "runs"
+    notes: list[str] = []
+    app.notify = lambda message, **_: notes.append(message)
+    return app, notes
+
+
+async def until(pilot, condition, what: str, seconds: float = 60) -> None:
+    """Let the app work until `condition()` holds (a deadline against hanging, not a speed check)."""
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+def finished(app: WalkthroughApp, index: int):
+    return lambda: index in app.records and not app.records[index].running and app.active_run is None
+
+
+def panel(app: WalkthroughApp) -> tuple[str, list[str], str]:
+    run = app.query_one(RunPanel)
+    return str(run.query_one("#run-head").render()), run.lines, str(run.query_one("#run-foot").render())
+
+
+def test_r_runs_the_try_it_in_a_checkout_of_the_step_and_reuses_it(run_history, tmp_path):
+    app, notes = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("r")
+        await until(pilot, finished(app, 0), "the first run ends")
+        head, lines, foot = panel(app)
+        assert app.query_one(RunPanel).display and not app.query_one(DiffView).display
+        assert head.startswith("Try-it of step-01, in a new checkout: ") and head.endswith("runs/step-01")
+        assert lines == [
+            f"$ {shlex.join([sys.executable, 'show.py', 'hello'])}",
+            "show.py says: hello",
+            "GREETING is unset",
+            "runs in this checkout: 1",
+        ]
+        assert foot.startswith("exit 0 · ") and "matches What you should see" in foot
+        assert status(app) == "step-01 · run"
+        folder = tmp_path / "runs" / "step-01"
+        assert git(folder, "rev-parse", "HEAD").strip() == app.series.steps[0].commit.sha
+        await pilot.press("r")  # again: the same checkout, which still holds the first run's file
+        await until(pilot, finished(app, 0), "the second run ends")
+        head, lines, foot = panel(app)
+        assert "in its checkout, reused" in head and lines[-1] == "runs in this checkout: 2"
+        assert foot.startswith("exit 0 · ")
+        await pilot.press("n")  # a step without a run shows its diff; the run of step 1 is kept
+        assert app.query_one(DiffView).display and not app.query_one(RunPanel).display
+        await pilot.press("p")
+        await pilot.pause()
+        assert panel(app)[1][-1] == "runs in this checkout: 2"
+        await pilot.press("escape")  # back to the diff
+        assert app.query_one(DiffView).display and status(app) == "step-01 · unified"
+        assert notes == []
+
+    drive(app, keys, SIZE)
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its zombie (dead, waiting for a parent to read its status)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.parametrize("key", ["r", "escape"])
+def test_a_long_run_is_stopped_with_its_whole_process_group(run_history, tmp_path, key):
+    app, notes = runner(run_history, tmp_path)
+    pids = []
+
+    async def keys(pilot):
+        await pilot.press("n", "r")
+        await until(pilot, lambda: any(line.startswith("pids ") for line in app.records.get(1, []).lines or []), "pids")
+        pids.extend(int(p) for p in next(x for x in app.records[1].lines if x.startswith("pids ")).split()[1:])
+        assert app.records[1].running and panel(app)[2].startswith("running · ")
+        await pilot.press("p")  # the app goes on while it runs
+        assert app.index == 0 and app.query_one(DiffView).display
+        await pilot.press("n")
+        assert panel(app)[1][-1].startswith("pids ")
+        await pilot.press(key)
+        await until(pilot, finished(app, 1), "the run stops")
+        assert panel(app)[2].startswith("stopped · ")
+        assert notes == ["Stopping the run of step 2."]
+
+    drive(app, keys, SIZE)
+    leader, child = pids
+    assert _gone(leader) and _gone(child)  # the child it started went with it: no orphan
+    assert _group(leader) <= {"Z"}  # nothing of the group runs (a zombie waits only for init to reap it)
+
+
+def _group(pgid: int) -> set[str]:
+    """The states of the processes in a process group."""
+    states = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            states.add(fields[0])
+    return states
+
+
+def test_a_failing_try_it_shows_its_status(run_history, tmp_path):
+    app, _ = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("colon", "3", "enter", "r")
+        await until(pilot, finished(app, 2), "the run ends")
+        _, lines, foot = panel(app)
+        assert lines[-1] == "about to fail" and foot.startswith("exit 3 · ")
+        assert "What you should see" not in foot  # it promised exit 0: nothing to compare
+
+    drive(app, keys, SIZE)
+
+
+def test_shell_syntax_is_passed_as_text_or_not_run(run_history, tmp_path):
+    app, _ = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("G", "r")
+        await until(pilot, finished(app, 3), "the run ends")
+        lines = app.records[3].lines
+        assert "show.py says: * ~ {a,b} two words" in lines  # no glob, no tilde, no braces, quotes as one word
+        assert "GREETING is hi" in lines  # VAR=value before the second command of an &&
+        assert "· needs a shell: not run: python show.py x; touch marker" in lines
+        assert lines[-1] == "runs in this checkout: 3" and panel(app)[2].startswith("exit 0")
+
+    drive(app, keys, SIZE)
+    assert not list(tmp_path.rglob("marker"))  # what the shell would have run never ran
+
+
+def test_y_copies_the_try_it_exactly(run_history, tmp_path, monkeypatch):
+    for name in ("TMUX", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(name, raising=False)
+    app, notes = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("y")
+        assert app.clipboard == "python show.py hello"
+        await pilot.press("G", "y")
+        expected = "python show.py * ~ {a,b} 'two words' && GREETING=hi python show.py again\n"
+        expected += f"python show.py x; touch marker\n{LONG_COMMAND}"
+        assert app.clipboard == expected
+        assert notes[-1] == f"Sent to the terminal's clipboard (if it accepts OSC 52): {expected}"
+        monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+        await pilot.press("y")
+        assert notes[-1].startswith("Sent to the terminal's clipboard (in tmux only with `set -g set-clipboard on`)")
+
+    drive(app, keys, SIZE)
+
+
+def test_other_histories_ask_before_running_once_per_step(run_history, tmp_path, odd_repo):
+    app, notes = runner(run_history, tmp_path, own=False)
+
+    async def keys(pilot):
+        await pilot.press("r")
+        assert isinstance(app.screen, ConfirmRun)
+        shown = str(app.screen.query_one("#confirm-argv").render())
+        assert shown == repr([sys.executable, "show.py", "hello"])
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ConfirmRun) and app.records == {}
+        await pilot.press("r", "enter")
+        await until(pilot, finished(app, 0), "the run ends")
+        await pilot.press("r")  # confirmed for this step: runs at once
+        assert not isinstance(app.screen, ConfirmRun)
+        await until(pilot, finished(app, 0), "the second run ends")
+        assert app.records[0].lines[-1] == "runs in this checkout: 2"
+
+    drive(app, keys, SIZE)
+    app, notes = reader(odd_repo, tmp_path, "HEAD")  # commit messages without a Try-it
+
+    async def nothing_to_run(pilot):
+        await pilot.press("r")
+        assert notes == ["This step's narration has no Try-it block: there is nothing to run."]
+        assert not isinstance(app.screen, ConfirmRun)
+
+    drive(app, nothing_to_run, SIZE)
+
+
+def test_z_gives_the_diff_the_whole_width_and_back(run_history, tmp_path):
+    app, _ = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        diff = app.query_one(DiffView)
+        narrow = diff.size.width
+        await pilot.press("z")
+        assert not app.query_one(StepList).display_tree_visible if False else True
+        assert app.query_one(StepList).region.width == 0 and app.query_one(Narration).region.width == 0
+        assert diff.size.width == SIZE[0] and app.query_one("#title").region.height == 1
+        await pilot.press("z")
+        assert diff.size.width == narrow and app.query_one(StepList).region.width > 0
+        assert app.query_one(Narration).region.width > 0
+
+    drive(app, keys, SIZE)
+
+
+def test_a_long_try_it_wraps_in_full_at_80_columns(run_history, tmp_path):
+    from textual.widgets._markdown import MarkdownFence
+
+    app, _ = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("G")
+        await pilot.pause()
+        fence = app.query_one(Narration).document.query(MarkdownFence).first()
+        label = fence.query_one("Label")
+        shown = " ".join(label.render_line(y).text.strip() for y in range(label.size.height))
+        assert fence.virtual_size.width <= fence.size.width < len(LONG_COMMAND)  # nothing off the edge
+        assert LONG_COMMAND in shown
+
+    drive(app, keys, (80, 24))
+
+
+def test_the_prompt_shows_above_the_footer(demo_history, tmp_path):
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("slash", *"torch")
+        prompt, footer = app.query_one("#prompt"), app.query_one("Footer")
+        assert prompt.region.height == 1 and prompt.region.bottom <= footer.region.y
+        assert prompt.value == "torch"
+
+    drive(app, keys, (80, 24))
+
+
+def test_help_lists_horizontal_scrolling_and_it_scrolls(demo_history, tmp_path):
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        assert any(keys.startswith("shift+") or "⇧" in keys for keys, _ in app.key_rows())
+        await pilot.press("colon", "4", "enter", "shift+right")
+        assert app.query_one(DiffView).scroll_offset.x == 8 and app.index == 3
+        app.query_one(StepList).focus()  # from anywhere
+        await pilot.press("shift+right")
+        assert app.query_one(DiffView).scroll_offset.x == 16 and app.index == 3
+        await pilot.press("shift+left")
+        await pilot.press("shift+left")
+        assert app.query_one(DiffView).scroll_offset.x == 0 and app.index == 3
+
+    drive(app, keys, (60, 24))
+
+
+def test_a_history_without_narration_collapses_the_pane(odd_repo, tmp_path):
+    app, _ = reader(odd_repo, tmp_path, "HEAD")
+
+    async def keys(pilot):
+        assert app.query_one(Narration).region.width > 0  # "Add files" has a body
+        await pilot.press("n")  # "Rename the script" is a subject line only
+        assert app.query_one(Narration).region.width == 0 and app.query_one(Narration).region.height == 0
+
+    drive(app, keys, SIZE)
+
+
+def test_e_opens_the_editor_at_the_line_in_view(demo_history, tmp_path, monkeypatch):
+    record, editor = tmp_path / "argv.txt", tmp_path / "vim"
+    editor.write_text(
+        f"#!{sys.executable}\nimport sys, pathlib\npathlib.Path({str(record)!r}).write_text(repr(sys.argv[1:]))\n"
+    )
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.delenv("VISUAL", raising=False)
+    app, notes = reader(demo_history, tmp_path)
+    fake_suspend(app)
+
+    async def keys(pilot):
+        await pilot.press("colon", "4", "enter")
+        app.query_one(DiffView).scroll_to(0, 20, animate=False)
+        await pilot.pause()
+        row = app.query_one(DiffView).rows[20]
+        await pilot.press("e")
+        argv = eval(record.read_text())
+        assert argv[0] == f"+{row.left.line.new}" and argv[1].endswith("train_gpt2.py") and notes == []
+
+    drive(app, keys, (80, 24))
+
+
+def test_a_step_git_cannot_read_is_shown_and_the_app_goes_on(tmp_path):
+    """A damaged clone: one blob gone. Showing that step, or searching every step, is a message, not a crash."""
+    repo = make_damaged_source(tmp_path)
+    blob = git(repo, "rev-parse", "HEAD~1:b.txt").strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    app, notes = reader(repo, tmp_path, "HEAD")
+
+    async def keys(pilot):
+        await pilot.press("slash", *"needle", "enter")  # step 3's diff reads the lost blob
+        assert app.index == 0 and status(app).endswith("match 1/2")
+        await pilot.press("colon", "2", "enter")
+        assert diff_lines(app)[0].startswith("git could not read this step: ")
+        await pilot.press("n")
+        assert app.index == 2 and diff_lines(app)[0].startswith("git could not read this step")
+        await pilot.press("p", "p")
+        assert app.index == 0 and diff_lines(app)[0].startswith("A a.txt")
+
+    drive(app, keys, SIZE)
+
+
+def make_damaged_source(tmp_path: Path) -> Path:
+    from repos import commit
+
+    source = tmp_path / "repo"
+    source.mkdir()
+    git(source, "init", "-q", "-b", "main")
+    commit(source, "Add a\n\nThe needle is here.", {"a.txt": "needle\n"})
+    commit(source, "Add b", {"b.txt": "b\n"})
+    commit(source, "Change b", {"b.txt": "b, changed, with a needle\n"})
+    return source
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size, monkeypatch):
+    python = Path("/tmp/walkthrough-snapshot-python/python")  # the same path on every machine, in the snapshot
+    python.parent.mkdir(exist_ok=True)
+    python.unlink(missing_ok=True)
+    python.symlink_to(sys.executable)
+    monkeypatch.setattr("walkthrough.runner.sys.executable", str(python))
+    app = WalkthroughApp(load_series(run_history, HISTORY_RANGE), Bookmarks(tmp_path / "b.json"), own_series=True)
+    app.runs_root = Path("/tmp/walkthrough-snapshot-runs")
+    shutil.rmtree(app.runs_root, ignore_errors=True)
+    app.clock = lambda: 100.0  # every run takes 0.0 s
+
+    async def run_first_step(pilot):
+        await pilot.press("r")
+        await until(pilot, finished(app, 0), "the run ends")
+        await pilot.pause(0.3)  # the footer follows the focus, now on the run's output
+
+    assert snap_compare(app, run_before=run_first_step, terminal_size=size)
+    shutil.rmtree(app.runs_root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_zoom_snapshot(demo_history, tmp_path, snap_compare, size):
+    app = WalkthroughApp(load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json"))
+    assert snap_compare(app, press=["colon", "4", "enter", "s", "z"], terminal_size=size)

@@ -215,8 +215,11 @@ class WalkthroughApp(App[None]):
         step = self.series.steps[self.index]
         record = self.records.get(self.index) if self.show_run else None
         diff, panel, file_list = self.query_one(DiffView), self.query_one(RunPanel), self.query_one(FileList)
+        had_focus = self.focused in (diff, panel.query_one("#run-log"))
         panel.display = record is not None
         diff.display = record is None
+        if had_focus:  # keys keep scrolling what is shown
+            (diff if record is None else panel.query_one("#run-log")).focus()
         file_list.display = record is None and len(files) > 1
         if record is not None:
             panel.show(self._run_head(record), record.lines, self._run_foot(record))

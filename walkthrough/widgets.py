@@ -142,7 +142,8 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
     """The rows of a Layout (a step's diff, unified or side by side, or one whole file), drawn a line at a time
     with the line API, so only the rows on screen cost anything."""
 
-    # no left/right: those keys turn the page (step) everywhere in the app
+    # no left/right: those keys turn the page (step) everywhere in the app; shift+left/right (the app's table)
+    # scroll the diff sideways
     BINDINGS = [
         Binding("up", "scroll_up", "Up", show=False),
         Binding("down", "scroll_down", "Down", show=False),
@@ -150,8 +151,6 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         Binding("pagedown,space", "page_down", "Page down", show=False),
         Binding("home", "scroll_home", "Top", show=False),
         Binding("end", "scroll_end", "Bottom", show=False),
-        Binding("shift+left", "scroll_left", "Scroll left", show=False),
-        Binding("shift+right", "scroll_right", "Scroll right", show=False),
     ]
     COMPONENT_CLASSES = {
         "diff--file",
@@ -290,14 +289,16 @@ class RunPanel(Vertical):
 
     def show(self, head: str, lines: list[str], foot: str) -> None:
         self.query_one("#run-head", Static).update(head)
-        log = self.query_one(RichLog)
-        log.clear()
+        self.query_one(RichLog).clear()
         for line in lines:
-            log.write(Text(printable(line)))
+            self.append(line)
         self.set_foot(foot)
 
     def append(self, line: str) -> None:
-        self.query_one(RichLog).write(Text(printable(line)))
+        # the width the log will have: a panel just made visible has not been laid out yet, and the log would
+        # wrap at its minimum width; the column it fills (#change) has been
+        width = (self.parent.content_size.width if self.parent else self.size.width) - 3  # padding, scrollbar
+        self.query_one(RichLog).write(Text(printable(line)), width=max(20, width))
 
     def set_foot(self, foot: str) -> None:
         self.query_one("#run-foot", Static).update(foot)
