@@ -92,6 +92,30 @@ def test_bare_repository_and_range(odd_repo, tmp_path):
     assert [s.title for s in load_series(tmp_path / "bare.git", "HEAD~2..HEAD").steps] == ["Merge side", "A big file"]
 
 
+def test_a_bare_copy_without_a_config_file_is_read_as_itself(odd_repo, tmp_path):
+    """gitpython takes a bare folder with no config for a work tree's .git; inside another repository, it would
+    read that one instead."""
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    git(outer, "init", "-q", "-b", "main")
+    git(outer, "clone", "-q", "--bare", str(odd_repo), "bare.git")
+    (outer / "bare.git" / "config").unlink()
+    series = load_series(outer / "bare.git")
+    assert [s.commit.sha for s in series.steps] == [s.commit.sha for s in load_series(odd_repo).steps]
+    assert [f.path for f in series.files(1)] == ["b.py"] and series.file_at(3, "notes.txt") == b"caf\xe9 cr\xe8me\n"
+
+
+def test_try_it_lines_become_argument_lists_or_are_refused():
+    from walkthrough.runner import argv_here, plan
+
+    narration = "**Try it**\n\n```bash\nA=1 python x.py 'a b' && ls *\npython y.py | head\n# a comment\n```\n"
+    first, second = plan(narration)
+    assert [(c.argv, c.env) for c in first.commands] == [(["python", "x.py", "a b"], {"A": "1"}), (["ls", "*"], {})]
+    assert second.commands == () and second.text == "python y.py | head" and "need a shell" in second.refused
+    assert argv_here(["python", "-c", "1"]) == [sys.executable, "-c", "1"] and argv_here(["ls"]) == ["ls"]
+    assert plan("No Try-it here.") == []
+
+
 def test_search_finds_narration_and_diff_lines(odd_repo):
     series = load_series(odd_repo)
     matches = series.search("HELLO")
