@@ -163,7 +163,7 @@ def main() -> None:
             term.press("p", f"Step 1/{STEPS}")
             revisits.append(term.press("n", f"Step 2/{STEPS}"))
         jump = term.press("G", f"Step {STEPS}/{STEPS}")  # nothing made ready: git, parse, Markdown, colour
-        cold = [jump] + [term.press(f":{n}\r", f"Step {n}/{STEPS}") for n in COLD]  # as cold, in the same process
+        cold_jumps = [jump] + [term.press(f":{n}\r", f"Step {n}/{STEPS}") for n in COLD]  # as cold, in the same process
         peak_kib = term.quit()
 
     text = big_file().splitlines()
@@ -184,7 +184,7 @@ def main() -> None:
         ),
         (
             f"G onto another {BIG:,}-line diff",
-            f"{statistics.median(cold) * 1000:.0f} ms cold (median of G and {len(COLD)} far jumps)",
+            f"{statistics.median(cold_jumps) * 1000:.0f} ms cold (median of G and {len(COLD)} far jumps)",
             f"{jump * 1000:.0f} ms the G alone",
             "<= 100 ms",
         ),
