@@ -93,6 +93,11 @@ def test_split_runs_commands_as_argument_lists():
     assert second.argv == ["ls", "log/"]
 
 
+def test_and_inside_quotes_is_text():
+    first, second = split("""python -c "print(1 and 2 && 3)" && python -c 'x && y'""")
+    assert first.argv == ["python", "-c", "print(1 and 2 && 3)"] and second.argv == ["python", "-c", "x && y"]
+
+
 def test_quoted_python_may_hold_what_a_shell_would_read():
     (command,) = split("""python -c "import torch; print(1 | 2 > 0)" 'a;b'""")
     assert command.argv == ["python", "-c", "import torch; print(1 | 2 > 0)", "a;b"]

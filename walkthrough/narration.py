@@ -25,6 +25,7 @@ SWAP = re.compile(r"`([^`]+)` → `([^`]+)`")
 TOLERANCE = re.compile(r"numbers within ([\d.]+)%")
 EXIT = re.compile(r"exits with status (\d+)")
 SHELL_ONLY = re.compile(r"[|;<>`$]|&(?!&)")  # what an argument list cannot express: pipes, redirects, substitutions
+AND = re.compile(r"&&(?=(?:[^'\"]|'[^']*'|\"(?:[^\"\\]|\\.)*\")*$)")  # && outside quotes: the rest is balanced
 QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")  # inside quotes only $ and ` still mean something to a shell
 
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
@@ -100,7 +101,7 @@ def split(line: str) -> list[Command]:
     if SHELL_ONLY.search(unquoted.replace("&&", "")):
         raise NarrationError(f"not a plain command (pipes, redirects and substitutions need a shell): {line}")
     commands = []
-    for part in line.split("&&"):
+    for part in AND.split(line):
         words = shlex.split(part)
         env = {}
         while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):

@@ -1,0 +1,97 @@
+"""Run a step's Try-it exactly as its narration writes it, in a checkout of that step, and compare the output.
+
+What needs the network in real life runs against local stand-ins (`make_stand_ins`), linked into the checkout as
+`stand-ins/`; a narration names each one it uses on its **Stand-in** line. Used by tests/test_steps.py, and by hand:
+
+    python tests/try_it.py FOLDER NARRATION.md     # FOLDER: a checkout of the step (it is written to)
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from walkthrough.narration import NarrationError, mismatch, read, split  # noqa: E402
+from walkthrough.runner import argv_here  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {
+    "OMP_NUM_THREADS": "1",  # two steps run at once on two cores; one thread each also makes the numbers repeatable
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONWARNINGS": "ignore",
+}
+TIMEOUT = 120  # seconds per command: a Try-it should take well under 30
+
+
+def make_stand_ins(folder: Path) -> Path:
+    """A random GPT-2 saved by transformers, a HellaSwag file made of Shakespeare, and an lm-eval task over it."""
+    import torch
+    import transformers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "tiny-gpt2" / "config.json").exists():
+        torch.manual_seed(0)
+        config = transformers.GPT2Config(n_positions=128, n_embd=32, n_layer=2, n_head=2)  # GPT-2's 50257 tokens
+        transformers.GPT2LMHeadModel(config).save_pretrained(folder / "tiny-gpt2")
+    paragraphs = [p.replace("\n", " ") for p in (ROOT / "input.txt").read_text().split("\n\n")[:40]]
+    with open(folder / "hellaswag.jsonl", "w") as f:
+        for i in range(8):
+            ctx, endings = paragraphs[5 * i][:120], [p[:60] for p in paragraphs[5 * i + 1 : 5 * i + 5]]
+            f.write(json.dumps({"ctx": ctx, "endings": endings, "label": i % 4}) + "\n")
+    (folder / "tasks").mkdir(exist_ok=True)
+    (folder / "tasks" / "hellaswag_local.yaml").write_text(
+        "task: hellaswag_local\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    validation: {folder / 'hellaswag.jsonl'}\noutput_type: multiple_choice\nvalidation_split: validation\n"
+        "doc_to_text: ctx\ndoc_to_choice: endings\ndoc_to_target: label\nmetric_list:\n"
+        "  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n"
+        "  - metric: acc_norm\n    aggregation: mean\n    higher_is_better: true\n"
+    )
+    return folder
+
+
+def run(folder: Path, narration: str, stand_ins: Path) -> tuple[str | None, str, float]:
+    """(None or what went wrong, the output, seconds) for the narration's Try-it run in folder."""
+    started, output = time.time(), []
+    try:
+        promise = read(narration)
+        lines = promise.checked_commands()
+        if promise.swaps and not (folder / "stand-ins").exists():
+            (folder / "stand-ins").symlink_to(stand_ins, target_is_directory=True)
+        status = 0
+        for line in lines:
+            for command in split(line):
+                proc = subprocess.run(
+                    argv_here(command.argv),
+                    cwd=folder,
+                    env={**os.environ, **ENV, **command.env},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    timeout=TIMEOUT,
+                )
+                output.append(proc.stdout)
+                status = proc.returncode
+                if status:
+                    break
+            if status:
+                break
+    except (NarrationError, subprocess.TimeoutExpired, OSError) as error:
+        return f"{type(error).__name__}: {error}", "".join(output), time.time() - started
+    out = "".join(output)
+    if status != promise.exit_status:
+        return f"exit status {status}, the narration expects {promise.exit_status}", out, time.time() - started
+    return mismatch(promise, out), out, time.time() - started
+
+
+if __name__ == "__main__":
+    folder, narration = Path(sys.argv[1]), Path(sys.argv[2]).read_text()
+    problem, out, seconds = run(folder, narration, make_stand_ins(Path(os.environ.get("STAND_INS", "/tmp/stand-ins"))))
+    print(out)
+    print(f"--- {seconds:.1f} s: " + (problem or "the output keeps the narration's promise"))
+    sys.exit(1 if problem else 0)
