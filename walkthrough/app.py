@@ -144,6 +144,7 @@ class WalkthroughApp(App[None]):
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # the app is done: let its objects be collected again
+        gc.enable()  # if a step switch had held collection off
         if self.active_run is not None:  # no process outlives the reader
             self.active_run.kill()
         if self._copies is not None:  # the copies e made
@@ -164,7 +165,15 @@ class WalkthroughApp(App[None]):
     # ---- the one place navigation state changes and flows down
 
     async def go_to(self, index: int, line: Line | None = None, new_step: bool = False) -> None:
-        """Show step `index`; with `line`, scroll the diff to that search match."""
+        """Show step `index`; with `line`, scroll the diff to that search match.
+
+        One frame shows the whole change: no repaint while the step's narration is mounted (each would cost a
+        frame of the old step, tens of ms), and no garbage collection until that frame is drawn."""
+        _defer_collection(self)
+        with self.batch_update():
+            await self._go_to(index, line, new_step)
+
+    async def _go_to(self, index: int, line: Line | None, new_step: bool) -> None:
         new_step = new_step or index != self.index
         self.index = index
         files = self.files(index)
@@ -604,6 +613,14 @@ class WalkthroughApp(App[None]):
             keys, _ = rows.setdefault(binding.action, ([], binding.tooltip or binding.description))
             keys.append(self.get_key_display(binding))
         return [(" ".join(keys), text) for keys, text in rows.values()]
+
+
+def _defer_collection(app: App) -> None:
+    """No automatic garbage collection until the next frame has been drawn: a full collection in the middle of a
+    step switch costs tens of ms, and after the frame nobody waits for it."""
+    if gc.isenabled():
+        gc.disable()
+        app.call_after_refresh(gc.enable)
 
 
 def _usable(tool: str) -> bool:

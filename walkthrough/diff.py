@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from itertools import zip_longest
+from typing import NamedTuple
 
 HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 # C-style escapes git uses in quoted paths ("a/caf\303\251.txt")
 ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(NamedTuple):  # a tuple of plain values: quick to make by the thousand, and no work for the collector
     kind: str  # " " context, "+" added, "-" removed, "\\" the "No newline at end of file" marker
     old: int | None  # line number on the old side, None for an added line
     new: int | None  # line number on the new side, None for a removed line

@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import NamedTuple
 
 from .diff import FileDiff, Hunk, Line, shown, side_by_side
 
@@ -19,16 +20,14 @@ SIDES = {"old": " -", "new": " +", "both": " +-"}  # the kinds of line each colu
 STATUS_MARK = {"added": "A", "deleted": "D", "modified": "M", "renamed": "R", "copied": "C"}
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):  # a tuple, as Row: a 2,000-line diff makes thousands of them on each step switch
     line: Line
     file: FileDiff | None  # the file whose column holds the line; None in a whole-file layout (one column: text)
     side: str  # "old", "new" or "both"
     index: int  # the line's place in that column
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     kind: str  # file, hunk, note or code
     text: str = ""  # file, hunk and note rows
     left: Cell | None = None  # code rows: the line (unified, whole file), or the old side (split)

@@ -10,6 +10,7 @@ from pygments.util import ClassNotFound
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -17,6 +18,7 @@ from textual.content import Content
 from textual.geometry import Size
 from textual.highlight import highlight
 from textual.message import Message
+from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -51,6 +53,27 @@ PART = re.compile(r"^(Part [IVXLC]+) · ")  # "Part II · Exact resume": the ser
 
 class StepList(OptionList):
     """Step number and title; a long title wraps under itself, not under the number. The app moves the highlight."""
+
+    # a new highlight repaints the two options it moves between, not the whole list (OptionList repaints all of it,
+    # a good part of a step switch's frame)
+    highlighted: reactive[int | None] = reactive(None, repaint=False)
+
+    def watch_highlighted(self, old: int | None, new: int | None) -> None:
+        lines = self._line_cache
+        for index in (old, new):
+            if index is not None and index in lines.index_to_line:
+                self.refresh_lines(lines.index_to_line[index], lines.heights.get(index, 1))
+        super().watch_highlighted(new)
+
+    _options_width: int | None = None  # the width the options were drawn at
+
+    def _on_resize(self, event: events.Resize) -> None:
+        """OptionList draws every option again on any resize; the drawings only depend on the width, and a change
+        of height alone (the prompt opening or closing under the list) keeps them."""
+        width = self.scrollable_content_region.width
+        if width == self._options_width:
+            event.prevent_default()
+        self._options_width = width
 
     def show_steps(self, steps: list[Step]) -> None:
         width = len(str(len(steps)))
@@ -171,6 +194,9 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         self._query: re.Pattern | None = None
         self._current: int | None = None  # the row of the current search match
         self._codes: dict[int, tuple] = {}  # id(FileDiff) -> (the FileDiff, kept alive for its id; its Code columns)
+        # drawn rows, by (row, scroll_x, width): a pane that is resized (the prompt opening) or scrolled back draws
+        # them again without colouring anything
+        self._strips: dict[tuple[int, int, int], Strip] = {}
 
     @property
     def rows(self) -> list[Row]:
@@ -178,6 +204,7 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def show(self, layout: Layout) -> None:
         self._layout = layout
+        self._strips.clear()
         self._file_code = Code(layout.text, layout.path) if layout.text else None
         self._digits = len(str(layout.last_number))
         self._current = None
@@ -210,6 +237,7 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def set_query(self, query: str) -> None:
         self._query = re.compile(re.escape(query), re.IGNORECASE) if query else None
+        self._strips.clear()
         self.refresh()
 
     def scroll_to_row(self, row: int) -> None:
@@ -218,6 +246,7 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
     def mark(self, row: int) -> None:
         """Scroll a search match into view and mark it."""
         self._current = row
+        self._strips.clear()
         self.scroll_to(0, max(0, row - self.size.height // 3), animate=False)
         self.refresh()
 
@@ -226,10 +255,21 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
     def _gutter_width(self) -> int:
         return (self._digits + 1) * self._layout.numbers + (0 if self._layout.numbers == 1 else 2)
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()  # a new theme: new colours
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
-        width = self.size.width
+        key = (scroll_y + y, scroll_x, self.size.width)
+        strip = self._strips.get(key)
+        if strip is None:
+            if len(self._strips) > 2_000:  # a long scroll: start again
+                self._strips.clear()
+            strip = self._strips[key] = self._render_row(*key)
+        return strip
+
+    def _render_row(self, index: int, scroll_x: int, width: int) -> Strip:
         if index >= len(self._layout.rows):
             return Strip.blank(width, self.get_visual_style().rich_style)
         row = self._layout.rows[index]
