@@ -498,7 +498,11 @@ def test_a_long_run_is_stopped_with_its_whole_process_group(run_history, tmp_pat
 
     async def keys(pilot):
         await pilot.press("n", "r")
-        await until(pilot, lambda: any(line.startswith("pids ") for line in app.records.get(1, []).lines or []), "pids")
+        await until(
+            pilot,
+            lambda: any(line.startswith("pids ") for line in (app.records[1].lines if 1 in app.records else [])),
+            "pids",
+        )
         pids.extend(int(p) for p in next(x for x in app.records[1].lines if x.startswith("pids ")).split()[1:])
         assert app.records[1].running and panel(app)[2].startswith("running · ")
         await pilot.press("p")  # the app goes on while it runs
@@ -733,6 +737,24 @@ def make_damaged_source(tmp_path: Path) -> Path:
     commit(source, "Add b", {"b.txt": "b\n"})
     commit(source, "Change b", {"b.txt": "b, changed, with a needle\n"})
     return source
+
+
+def test_after_a_run_the_footer_and_new_steps_still_show(run_history, tmp_path):
+    """A run's end once set Textual's own `App._running` to None: nothing mounted after it started (the footer's
+    keys, a step's narration), and the footer went blank."""
+    app, _ = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("r")
+        await until(pilot, finished(app, 0), "the run ends")
+        await pilot.press("escape", "n")
+        await pilot.pause(0.3)
+        footer_keys = [key for key in app.query("FooterKey") if key.is_mounted]
+        assert {key.action for key in footer_keys} >= {"quit", "run"}
+        narration = app.query_one(Narration).document
+        assert narration is not None and narration.is_mounted and "ten minutes" in narration.source
+
+    drive(app, keys, SIZE)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])

@@ -104,7 +104,8 @@ class WalkthroughApp(App[None]):
         self.clock = time.monotonic
         self.records: dict[int, Record] = {}  # the last run of each step
         self.active_run: Run | None = None  # the run going on now, if any
-        self._running: Record | None = None
+        # not `_running`: that is Textual's own flag for a running app (None there stops new widgets from starting)
+        self._run_record: Record | None = None
         self._starting = False  # a run's checkout is being made
         self.show_run = False  # the run panel instead of the diff, on steps that have a run
         self.zoomed = False
@@ -464,7 +465,7 @@ class WalkthroughApp(App[None]):
             self._starting = False
         record = Record(index, folder, new, planned, started=self.clock())
         self.records[index] = record
-        self._running = record
+        self._run_record = record
         narration = self.series.steps[index].narration
 
         def on_line(line: str) -> None:
@@ -489,20 +490,20 @@ class WalkthroughApp(App[None]):
             record.first_output = self.active_run.first_output
             if not record.stopped:
                 record.verdict = verdict(narration, "\n".join(self.active_run.output), record.status)
-            self.active_run, self._running = None, None
+            self.active_run, self._run_record = None, None
         if self.show_run and self.index == index:
             self.query_one(RunPanel).set_foot(self._run_foot(record))
             self._show_title()
 
     def _tick(self) -> None:
-        record = self._running
+        record = self._run_record
         if record is not None and self.show_run and self.index == record.index:
             self.query_one(RunPanel).set_foot(self._run_foot(record))
 
     def _stop_run(self) -> None:
-        if self.active_run is not None and self._running is not None:
+        if self.active_run is not None and self._run_record is not None:
             self.active_run.stop()
-            self.notify(f"Stopping the run of step {self.series.steps[self._running.index].number}.", timeout=2)
+            self.notify(f"Stopping the run of step {self.series.steps[self._run_record.index].number}.", timeout=2)
 
     def _run_head(self, record: Record) -> str:
         checkout = "a new checkout" if record.new_checkout else "its checkout, reused"
