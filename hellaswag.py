@@ -14,10 +14,19 @@ import sys
 
 import tiktoken
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from common import EOT, ArgumentParser, UserError, count, run_cli
-from hellaswag_scoring import DATA_CACHE_DIR, by_length, continuation_losses, download, evaluate, load_examples
+from hellaswag_scoring import (
+    DATA_CACHE_DIR,
+    by_length,
+    continuation_losses,
+    download,
+    evaluate,
+    load_examples,
+    render,
+)
 from train_gpt2 import GPT, pick_device
 
 try:  # lm-eval is optional (pip install -e ".[eval]"): only --harness needs it
@@ -44,12 +53,25 @@ def load_model(pretrained="gpt2", checkpoint=None):
         raise UserError(f"cannot load model {pretrained!r}: {reason}") from None
 
 
+@torch.no_grad()
+def show(model, example, device):
+    """One example scored ending by ending: acc picks the lowest sum, acc_norm the lowest mean per token."""
+    model.eval()
+    sum_loss, count = continuation_losses(model, render(example), device=device)
+    print(f"context: {example['ctx']!r}")
+    for i, (ending, total, n) in enumerate(zip(example["endings"], sum_loss.tolist(), count.tolist())):
+        label = "  <- label" if i == example["label"] else ""
+        print(f"  ending {i}: loss sum {total:7.3f} over {n:2d} tokens, mean {total / n:.4f}  {ending[:40]!r}{label}")
+    print(f"  acc picks {sum_loss.argmin().item()}, acc_norm picks {(sum_loss / count).argmin().item()}")
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # ---- lm-eval: our model as a harness model, to run the harness's own tasks on it
 
 
 class HarnessLM(LM):
-    """Our GPT as an lm-eval model: log-likelihoods from the same scorer as evaluate(), with tiktoken's gpt2 BPE.
+    """Our GPT as an lm-eval model, with tiktoken's gpt2 BPE. Its log-likelihoods come from the model's plain logits,
+    not from hellaswag_scoring's continuation_losses: a cross-check that shared the scorer would share its mistakes.
 
     lm-eval builds it by name from arguments: pretrained=gpt2 (or a transformers folder), or checkpoint=PATH.
     """
@@ -65,11 +87,19 @@ class HarnessLM(LM):
     def _loglikelihoods(self, pairs):
         """(log-likelihood, is_greedy) of each (context tokens, continuation tokens) pair, batch_size at a time."""
         out = [None] * len(pairs)
-        batches = by_length([len(ctx) + len(cont) for ctx, cont in pairs], self.batch_size)
+        # a row longer than the model's context loses tokens from the left, as lm-eval's own models do
+        rows = [(ctx + cont)[-(self.model.config.block_size + 1) :] for ctx, cont in pairs]
+        batches = by_length([len(row) for row in rows], self.batch_size)
         for batch in tqdm(batches, desc="lm-eval requests", unit="batch"):
-            sum_loss, _, greedy = continuation_losses(self.model, [pairs[i] for i in batch], device=self.device)
-            for i, loglikelihood, is_greedy in zip(batch, (-sum_loss).tolist(), greedy.tolist()):
-                out[i] = (loglikelihood, is_greedy)
+            T = max(len(rows[i]) for i in batch) - 1
+            idx = torch.tensor([rows[i][:-1] + [0] * (T + 1 - len(rows[i])) for i in batch], device=self.device)
+            logprobs = F.log_softmax(self.model(idx)[0].float(), dim=-1)  # (B, T, vocab_size)
+            for b, i in enumerate(batch):
+                n = len(pairs[i][1])  # the row's last n tokens, each predicted from the position before it
+                targets = torch.tensor(rows[i][-n:], device=self.device)
+                predicted = logprobs[b, len(rows[i]) - 1 - n : len(rows[i]) - 1]  # (n, vocab_size)
+                loglikelihood = predicted.gather(1, targets[:, None]).sum().item()
+                out[i] = (loglikelihood, bool((predicted.argmax(dim=1) == targets).all()))
         return out
 
     def loglikelihood(self, requests):
@@ -141,6 +171,7 @@ def parse_args(argv=None):
     p.add_argument("--data", help="a HellaSwag jsonl file (default: the validation set, downloaded into --cache-dir)")
     p.add_argument("--cache-dir", default=DATA_CACHE_DIR, help="where the downloaded validation set is kept")
     p.add_argument("--limit", type=count, help="only the first N examples")
+    p.add_argument("--show", type=count, default=0, help="first print the first N examples scored ending by ending")
     p.add_argument(
         "--batch-size",
         type=count,
@@ -181,6 +212,8 @@ def run(args):
 def report(args, device):
     examples = load_examples(args.data or download(args.cache_dir))[: args.limit]
     model = load_model(args.model, args.checkpoint).to(device)
+    for example in examples[: args.show]:
+        show(model, example, device)
     if args.compile:
         model = torch.compile(model)
     print(f"{len(examples)} examples, {args.checkpoint or args.model} on {device}")

@@ -8,7 +8,6 @@ where an ending token is predicted, can pad every batch to one fixed shape (so t
 splits the examples across DDP ranks. `python hellaswag.py` runs it from the command line.
 """
 
-import contextlib
 import hashlib
 import json
 import urllib.request
@@ -121,15 +120,15 @@ def batch_shape(pairs):
     return len(pairs), max(len(ctx) + len(cont) - 1 for ctx, cont in pairs), sum(len(cont) for _, cont in pairs)
 
 
-def continuation_losses(model, pairs, *, device, shape=None, autocast_dtype=None):
+def continuation_losses(model, pairs, *, device, shape=None):
     """Score many (context, continuation) token pairs in one forward pass.
 
-    Returns three (len(pairs),) tensors: the loss summed over each continuation's tokens, the number of those tokens,
-    and whether every one of them was the model's top choice. The model computes logits only where a continuation
-    token is predicted: a quarter of a HellaSwag row, and at GPT-2's vocabulary the lm_head is a small model's
-    costliest layer. shape (rows, seq_len, scored), at least batch_shape(pairs), pads the pass: rows on the right,
-    dummy rows below them, and dummy positions to score; causal attention means padding never changes the real
-    tokens' logits, so a fixed shape costs a little compute and saves a torch.compile recompilation per new shape.
+    Returns two (len(pairs),) tensors: the loss summed over each continuation's tokens, and the number of those
+    tokens. The model computes logits only where a continuation token is predicted: a quarter of a HellaSwag row, and
+    at GPT-2's vocabulary the lm_head is a small model's costliest layer. shape (rows, seq_len, scored), at least
+    batch_shape(pairs), pads the pass: rows on the right, dummy rows below them, and dummy positions to score; causal
+    attention means padding never changes the real tokens' logits, so a fixed shape costs a little compute and saves
+    a torch.compile recompilation per new shape.
     """
     pairs = [fit(ctx, cont, model.config.block_size) for ctx, cont in pairs]
     needed = batch_shape(pairs)
@@ -152,20 +151,13 @@ def continuation_losses(model, pairs, *, device, shape=None, autocast_dtype=None
         torch.tensor(x, device=device) for x in (positions, targets, row_of)
     )  # (N,) (M,) (M,)
 
-    autocast = contextlib.nullcontext()  # not autocast(enabled=False): that would switch off a caller's autocast
-    if autocast_dtype is not None:
-        autocast = torch.autocast(device_type=torch.device(device).type, dtype=autocast_dtype)
-    with autocast:
-        logits, _ = model(idx, positions=positions)  # (N, vocab_size)
+    logits, _ = model(idx, positions=positions)  # (N, vocab_size)
     # in float32, over all vocab_size columns (padded vocabulary included, as the lecture does)
     logits = logits[:M].float()  # (M, vocab_size)
     losses = F.cross_entropy(logits, targets, reduction="none")  # (M,)
-    # top choice: no logit above the target's (amax is several times faster than argmax on a CPU)
-    missed = logits.gather(1, targets.unsqueeze(1)).squeeze(1) < logits.amax(dim=1)  # (M,)
     sum_loss = torch.zeros(len(pairs), device=device).index_add_(0, row_of, losses)
-    misses = torch.zeros(len(pairs), dtype=torch.long, device=device).index_add_(0, row_of, missed.long())
     count = torch.tensor([len(cont) for _, cont in pairs])
-    return sum_loss.cpu(), count, (misses == 0).cpu()
+    return sum_loss.cpu(), count
 
 
 def by_length(lengths, batch_size):
@@ -175,7 +167,7 @@ def by_length(lengths, batch_size):
 
 
 @torch.no_grad()
-def predict(model, examples, *, device, batch_size=16, fixed_shape=False, autocast_dtype=None, progress=False):
+def predict(model, examples, *, device, batch_size=16, fixed_shape=False, progress=False):
     """(pred, pred_norm) for each example: the ending with the lowest summed loss, and with the lowest mean loss.
 
     fixed_shape pads every forward pass to one shape, the partial last batch's included: torch.compile compiles once.
@@ -192,9 +184,7 @@ def predict(model, examples, *, device, batch_size=16, fixed_shape=False, autoca
     predictions = [None] * len(examples)
     with tqdm(total=len(examples), unit="ex", desc="HellaSwag", disable=not progress) as bar:
         for batch, pairs in batches:
-            sum_loss, count, _ = continuation_losses(
-                model, pairs, device=device, shape=shape, autocast_dtype=autocast_dtype
-            )
+            sum_loss, count = continuation_losses(model, pairs, device=device, shape=shape)
             sum_loss, count = sum_loss.view(-1, 4), count.view(-1, 4)  # (examples, 4 endings)
             for i, pred, pred_norm in zip(batch, sum_loss.argmin(1).tolist(), (sum_loss / count).argmin(1).tolist()):
                 predictions[i] = (pred, pred_norm)
@@ -211,7 +201,6 @@ def evaluate(
     batch_size=16,
     rank=0,
     world_size=1,
-    autocast_dtype=None,
     fixed_shape=False,
     progress=False,
 ):
@@ -227,7 +216,6 @@ def evaluate(
         device=device,
         batch_size=batch_size,
         fixed_shape=fixed_shape,
-        autocast_dtype=autocast_dtype,
         progress=progress,
     )
     labels = [example["label"] for example in mine]

@@ -27,6 +27,19 @@ def read_series(path):
     return series
 
 
+def summary(series):
+    """One line per series: where it starts and ends, beside the bar it is plotted against."""
+    bars = {
+        "val": f" (OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS})",
+        "hella": f" (OpenAI GPT-2 124M: {GPT2_124M_HELLASWAG}, GPT-3 124M: {GPT3_124M_HELLASWAG})",
+    }
+    for kind, points in series.items():
+        if not points:
+            continue
+        (first_step, first), (last_step, last) = points[0], points[-1]
+        print(f"{kind}: {first:g} at step {first_step} -> {last:g} at step {last_step}{bars.get(kind, '')}")
+
+
 def plot(series, out):
     import matplotlib
 
@@ -71,6 +84,7 @@ def run(log, out):
         plot(series, out)
     except ValueError as e:  # matplotlib: a format it cannot write, such as .txt
         raise UserError(f"cannot write {out}: {e}") from None
+    summary(series)
     print(f"wrote {out}")
 
 

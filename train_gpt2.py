@@ -182,7 +182,7 @@ class GPT(nn.Module):
             {"params": decay, "weight_decay": weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
         ]
-        # the fused kernel updates all parameters in one launch instead of one per tensor
+        # fused: the whole AdamW update in one kernel pass; CUDA's default (foreach) runs one kernel per operation
         fused = device_type == "cuda"
         return torch.optim.AdamW(groups, lr=learning_rate, betas=(0.9, 0.95), eps=1e-8, fused=fused)
 
@@ -436,10 +436,10 @@ def train(args):
     run = RunFolder(args, master_process)
 
     # ---- the model
-    torch.manual_seed(args.seed)  # every rank starts from the same weights
+    torch.manual_seed(args.seed)
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer: ~8x the float32 throughput
     config = GPTConfig(vocab_size=args.vocab_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
-    model = GPT(config).to(device)
+    model = (GPT.from_pretrained(args.pretrained) if args.pretrained else GPT(config)).to(device)
     optimizer = model.configure_optimizers(args.weight_decay, args.max_lr, device_type)
     start_step = run.restore(model, optimizer, train_loader)
     raw_model = model  # the plain module: for checkpoints and sampling
@@ -457,6 +457,8 @@ def train(args):
         )
     min_lr = args.max_lr * args.min_lr_ratio
     mfu = MFU(raw_model, T, device, world_size)
+    if master_process:
+        print(mfu.basis())
     stop = StopRequest(device, ddp)  # from here on, SIGTERM or Ctrl-C finish the step, save and exit
     step_times = []
 
@@ -527,6 +529,10 @@ def train(args):
                 print(f"stopped at step {step + 1}: resume with --resume")
             break
 
+    if ddp:  # DDP keeps the copies one model only if every rank takes the same steps: check that they did
+        drift = replica_drift(raw_model)
+        if master_process:
+            print(f"replicas differ by at most {drift:.3e}")
     if master_process and len(step_times) > 1:
         dt = sum(step_times[1:]) / len(step_times[1:])  # the first step pays for compilation and warm-up
         print(
@@ -577,6 +583,17 @@ def all_reduce_sum(values, device, ddp):
     if ddp:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.tolist()
+
+
+def replica_drift(model):
+    """The largest difference between a weight on any rank and the same weight on rank 0."""
+    drift = torch.zeros((), device=next(model.parameters()).device)
+    for p in model.parameters():
+        p0 = p.detach().clone()
+        dist.broadcast(p0, src=0)
+        drift = torch.maximum(drift, (p.detach() - p0).abs().max())
+    dist.all_reduce(drift, op=dist.ReduceOp.MAX)
+    return drift.item()
 
 
 def load_hellaswag(args):
@@ -701,7 +718,7 @@ class RunFolder:
     def save_checkpoint(self, step, model, optimizer, loader):
         state = {
             "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
+            "optimizer": optimizer.state_dict(),  # AdamW's two moments per parameter: what continuing a run needs
             "step": step,
             "config": asdict(model.config),
             "loader": loader.state_dict(),
@@ -796,8 +813,15 @@ class MFU:
 
     def __init__(self, model, T, device, world_size):
         self.flops_per_token, self.world_size = flops_per_token(model, T), world_size
-        name = torch.cuda.get_device_name(device) if device.startswith("cuda") else ""
-        self.peak = next((flops for gpu, flops in self.PEAK_FLOPS.items() if gpu in name), None)
+        self.device_name = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
+        self.peak = next((flops for gpu, flops in self.PEAK_FLOPS.items() if gpu in self.device_name), None)
+
+    def basis(self):
+        """One line saying what the mfu column divides by, or why there is none."""
+        if not self.peak:
+            return f"mfu: unknown, no peak bf16 throughput known for {self.device_name}"
+        gpus = f"{self.world_size} x {self.peak / 1e12:.0f} TFLOPS"
+        return f"mfu: {self.flops_per_token / 1e9:.3f} GFLOPs per token against {gpus} ({self.device_name})"
 
     def __call__(self, tokens_per_sec):
         """' | mfu 41.3%' for the printed lines, or nothing where the peak is unknown (a CPU, another GPU)."""
@@ -807,22 +831,22 @@ class MFU:
 
 
 PRESETS = {
-    # a small model on tiny shakespeare that learns visibly within two minutes on two CPU cores
+    # a small model on tiny shakespeare that learns visibly in about half a minute on one CPU core
     "cpu": dict(
         data="input.txt",
         n_layer=4,
         n_head=4,
         n_embd=128,
-        batch_size=16,
+        batch_size=8,
         seq_len=64,
-        total_batch=1024,
-        max_lr=1e-3,
-        warmup_steps=20,
-        max_steps=150,
-        val_every=50,
-        val_steps=10,
+        total_batch=512,
+        max_lr=3e-3,
+        warmup_steps=5,
+        max_steps=20,
+        val_every=5,
+        val_steps=4,
         hellaswag_every=0,
-        sample_every=50,
+        sample_every=20,
         checkpoint_every=0,
         log_dir="log/cpu",
     ),
@@ -868,6 +892,7 @@ def parse_args(argv=None):
         default=True,
         help="visit shards and documents in a seeded random order each epoch",
     )
+    p.add_argument("--pretrained", help="start from gpt2, gpt2-medium, ... or a transformers folder (sizes ignored)")
     p.add_argument("--n-layer", type=count, default=12, help="transformer blocks")
     p.add_argument("--n-head", type=count, default=12, help="attention heads per block")
     p.add_argument("--n-embd", type=count, default=768, help="width of the residual stream")

@@ -81,28 +81,21 @@ def test_losses_equal_reference(model, examples, padding):
     # padding: dummy rows, padded rows and dummy scored positions on top of what the pairs need
     pairs = [pair for ex in examples for pair in hellaswag_scoring.render(ex)]
     shape = tuple(n + padding for n in hellaswag_scoring.batch_shape(pairs))
-    sum_loss, count, greedy = hellaswag_scoring.continuation_losses(model, pairs, device="cpu", shape=shape)
+    sum_loss, count = hellaswag_scoring.continuation_losses(model, pairs, device="cpu", shape=shape)
     expected = torch.stack([lecture_losses(model, ex)[0] for ex in examples]).flatten()
     torch.testing.assert_close(sum_loss, expected, rtol=1e-5, atol=1e-4)
     assert count.tolist() == [len(ending) for _, ending in pairs]
-    # greedy: every continuation token was the argmax of the full forward pass's logits at its position
-    with torch.no_grad():
-        expected_greedy = [
-            bool((model(torch.tensor([ctx + cont]))[0][0, len(ctx) - 1 : -1].argmax(-1) == torch.tensor(cont)).all())
-            for ctx, cont in pairs
-        ]
-    assert greedy.tolist() == expected_greedy
 
 
-def test_greedy_continuation(model):
-    # a continuation made of the model's own argmax choices is greedy; change its last token and it is not
+def test_harness_greedy_continuation(checkpoint):
+    # lm-eval's is_greedy: a continuation made of the model's own argmax choices is greedy; change its last token and
+    # it is not
+    lm = hellaswag.HarnessLM(checkpoint=str(checkpoint))
     ctx = [464, 3290, 318]
     with torch.no_grad():
-        cont = model.generate(torch.tensor([ctx]), max_new_tokens=3, top_k=1)[0, len(ctx) :].tolist()
-    _, _, greedy = hellaswag_scoring.continuation_losses(
-        model, [(ctx, cont), (ctx, cont[:-1] + [cont[-1] ^ 1])], device="cpu"
-    )
-    assert greedy.tolist() == [True, False]
+        cont = lm.model.generate(torch.tensor([ctx]), max_new_tokens=3, top_k=1)[0, len(ctx) :].tolist()
+    results = lm._loglikelihoods([(ctx, cont), (ctx, cont[:-1] + [cont[-1] ^ 1])])
+    assert [is_greedy for _, is_greedy in results] == [True, False]
 
 
 def test_evaluate_counts_and_training_mode(model, examples):

@@ -17,9 +17,16 @@ from .patches import build, check, export, open_history
 
 PROJECT = Path(__file__).resolve().parent.parent  # the project root holds walkthrough/, steps/ and history/
 # The files the series ends at. check() compares every file of the last step with the project's copy anyway; this
-# list adds the ones the last step must not lack. Not pyproject's py-modules: plot_log.py ships with the project
-# but is no step of the series. A new script joins this list in the change that adds its step.
-SERIES_FILES = ("common.py", "train_gpt2.py", "hellaswag_scoring.py", "hellaswag.py", "fineweb.py", "input.txt")
+# list adds the ones the last step must not lack. A new script joins this list in the change that adds its step.
+SERIES_FILES = (
+    "common.py",
+    "train_gpt2.py",
+    "hellaswag_scoring.py",
+    "hellaswag.py",
+    "fineweb.py",
+    "plot_log.py",
+    "input.txt",
+)
 
 
 def check_series(steps_dir: Path, project: Path) -> list[str]:
