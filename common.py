@@ -1,6 +1,4 @@
-"""
-The few helpers every script shares: GPT-2's end-of-text token, one-line user errors, atomic writes, checksums.
-"""
+"""The few helpers the scripts share."""
 
 import argparse
 import glob

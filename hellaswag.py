@@ -57,12 +57,12 @@ def load_model(pretrained="gpt2", checkpoint=None):
 def show(model, example, device):
     """One example scored ending by ending: acc picks the lowest sum, acc_norm the lowest mean per token."""
     model.eval()
-    sum_loss, count = continuation_losses(model, render(example), device=device)
+    sum_loss, n_tokens = continuation_losses(model, render(example), device=device)
     print(f"context: {example['ctx']!r}")
-    for i, (ending, total, n) in enumerate(zip(example["endings"], sum_loss.tolist(), count.tolist())):
+    for i, (ending, total, n) in enumerate(zip(example["endings"], sum_loss.tolist(), n_tokens.tolist())):
         label = "  <- label" if i == example["label"] else ""
         print(f"  ending {i}: loss sum {total:7.3f} over {n:2d} tokens, mean {total / n:.4f}  {ending[:40]!r}{label}")
-    print(f"  acc picks {sum_loss.argmin().item()}, acc_norm picks {(sum_loss / count).argmin().item()}")
+    print(f"  acc picks {sum_loss.argmin().item()}, acc_norm picks {(sum_loss / n_tokens).argmin().item()}")
 
 
 # ------------------------------------------------------------------------------------------------------------------

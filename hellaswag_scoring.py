@@ -177,7 +177,7 @@ def predict(model, examples, *, device, batch_size=16, fixed_shape=False, progre
     block_size = model.config.block_size
     rendered = [[fit(ctx, cont, block_size) for ctx, cont in render(example)] for example in examples]
     batches = by_length([max(len(c) + len(e) for c, e in pairs) for pairs in rendered], batch_size)
-    batches = [(batch, [pair for i in batch for pair in rendered[i]]) for batch in batches]
+    batches = [(batch, [pair for i in batch for pair in rendered[i]]) for batch in batches]  # 4 rows per example
     shape = None
     if fixed_shape:  # the smallest shape that fits every batch
         shape = tuple(map(max, zip(*(batch_shape(pairs) for _, pairs in batches))))
@@ -193,31 +193,14 @@ def predict(model, examples, *, device, batch_size=16, fixed_shape=False, progre
     return predictions
 
 
-def evaluate(
-    model,
-    examples,
-    *,
-    device,
-    batch_size=16,
-    rank=0,
-    world_size=1,
-    fixed_shape=False,
-    progress=False,
-):
+def evaluate(model, examples, *, device, batch_size=16, rank=0, world_size=1, fixed_shape=False, progress=False):
     """(num_correct, num_correct_norm, num_total) over this rank's share of the examples: sum them over ranks.
 
     Rank r takes examples r, r + world_size, ...; fixed_shape gives every forward pass one shape, for a compiled
     model. acc is num_correct / num_total, acc_norm num_correct_norm / num_total.
     """
     mine = examples[rank::world_size]
-    predictions = predict(
-        model,
-        mine,
-        device=device,
-        batch_size=batch_size,
-        fixed_shape=fixed_shape,
-        progress=progress,
-    )
+    predictions = predict(model, mine, device=device, batch_size=batch_size, fixed_shape=fixed_shape, progress=progress)
     labels = [example["label"] for example in mine]
     num_correct = sum(pred == label for (pred, _), label in zip(predictions, labels))
     num_correct_norm = sum(pred_norm == label for (_, pred_norm), label in zip(predictions, labels))

@@ -443,7 +443,8 @@ def train(args):
     optimizer = model.configure_optimizers(args.weight_decay, args.max_lr, device_type)
     start_step = run.restore(model, optimizer, train_loader)
     raw_model = model  # the plain module: for checkpoints and sampling
-    if args.compile if args.compile is not None else device_type == "cuda":
+    use_compile = device_type == "cuda" if args.compile is None else args.compile  # default: on with CUDA
+    if use_compile:
         model = torch.compile(model)
     if ddp:
         model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
@@ -851,7 +852,7 @@ PRESETS = {
         log_dir="log/cpu",
     ),
     # GPT-2's larger sizes, each with the learning rate GPT-3 used at the nearest size (GPT-3 paper, table 2.1)
-    "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024, max_lr=3e-4),  # 350M
+    "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024, max_lr=3e-4),  # 355M
     "gpt2-large": dict(n_layer=36, n_head=20, n_embd=1280, max_lr=2.5e-4),  # 774M
     "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600, max_lr=2e-4),  # 1558M
 }
