@@ -42,7 +42,7 @@ from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, 
 FINEWEB = "HuggingFaceFW/fineweb-edu"
 # local files go through datasets' own builders, chosen by extension
 BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}
-# FineWeb-Edu documents average ~1,000 tokens, so a task of 256 is ~50 ms of work for a worker: long enough that the
+# FineWeb-Edu documents average ~1,000 tokens, so a task of 256 is ~250k tokens for a worker: long enough that the
 # parent's cost per task (one round trip, one copy of the tokens) is noise, short enough to keep every core busy
 DOCS_PER_TASK = 256
 # a shard is filled in memory while the one before it is saved: 2**31 uint16 tokens is 4 GiB a buffer, 8 GiB for two,
@@ -340,7 +340,7 @@ def init_worker(corpus):
     threading.Thread(target=exit_with_parent, daemon=True).start()
     if folder_lock is not None:
         # a forked worker shares the parent's lock (flock's lock goes with the open file, and fork copies that): let
-        # go of it, or the lock outlives a parent killed with -9 until the last worker notices (~0.3 s, measured)
+        # go of it, or the lock outlives a parent killed with -9 until the last worker has exited
         folder_lock.close()
 
 
@@ -376,7 +376,7 @@ def tokenize_rows(start, stop):
     for i, text in enumerate(texts):
         if text:  # empty (or null) documents are skipped, not even an EOT: they are counted as read, nothing more
             # = encode_ordinary (disallowed_special=() makes an "<|endoftext|>" in the text plain text) without building
-            # a Python list of ints: ~7% faster. read_texts decoded the texts from UTF-8, so encode_ordinary's fix-up
+            # a Python list of ints: less work. read_texts decoded the texts from UTF-8, so encode_ordinary's fix-up
             # for lone surrogates is never needed. encode_ordinary_batch's threads would compete with our processes.
             ids = enc.encode_to_numpy(text, disallowed_special=())
             pieces += [np.array([EOT], dtype=np.uint32), ids]

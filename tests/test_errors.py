@@ -412,7 +412,9 @@ def test_plot_names_the_file_it_writes(tmp_path):
     log.write_text("0 train 10.9\n1 train 9.0\n")
     proc = script("plot_log.py", log, "-o", tmp_path / "curves")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"wrote {tmp_path / 'curves.png'}" and (tmp_path / "curves.png").exists()
+    # what the picture shows, then where it went
+    assert proc.stdout.splitlines() == ["train: 10.9 at step 0 -> 9 at step 1", f"wrote {tmp_path / 'curves.png'}"]
+    assert (tmp_path / "curves.png").exists()
 
 
 # ---- found by a review: checkpoint order past step 99,999, --data on resume, configs, formats, ranks, writers

@@ -536,6 +536,20 @@ def wait_for_shards(out: Path, count: int, process: subprocess.Popen) -> None:
     pytest.fail("no shards appeared")
 
 
+def wait_until_stopped(pid: int) -> None:
+    """kill() returns before a running process has taken its SIGSTOP: wait until every thread of it has."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            tasks = [Path(task, "stat").read_text() for task in Path(f"/proc/{pid}/task").iterdir()]
+        except FileNotFoundError:  # a thread ended while we looked: look again
+            continue
+        if all(stat.rsplit(")", 1)[1].split()[0] in "tT" for stat in tasks):  # the state follows "(name)"
+            return
+        time.sleep(0.002)
+    pytest.fail(f"process {pid} did not stop")
+
+
 @contextlib.contextmanager
 def fineweb_process(*args):
     """`python fineweb.py ARGS` in a process group of its own (so a test can signal the whole job, as a terminal does),
@@ -616,6 +630,7 @@ def test_one_run_per_folder(tmp_path, capsys, clean_run, quiet_datasets):
     with fineweb_process("--files", files, "--out", out, "--shard-size", 800, "--workers", 2) as first:
         wait_for_shards(out, 3, first)
         os.killpg(first.pid, signal.SIGSTOP)  # frozen while holding the folder: the test decides when it goes on
+        wait_until_stopped(first.pid)  # else its writer may still be renaming a file when `before` is read
         before = folder(out)
         # a second run of other settings would cut the rest into shards of another size, under the same manifest
         assert run("--files", files, "--out", out, "--shard-size", 1600) == 1
