@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tiktoken
 import torch
 
 import train_gpt2
@@ -70,6 +71,26 @@ def test_from_pretrained_matches_transformers(tmp_path):
         picked, _ = model(idx, positions=positions)
     assert picked.shape == (3, 300)
     torch.testing.assert_close(picked, theirs.flatten(0, 1)[positions], atol=1e-5, rtol=0)
+
+
+def test_training_starts_from_pretrained_weights(tmp_path):
+    """--pretrained: the run trains the transformers model's own weights (its size, not the size flags)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf_config = transformers.GPT2Config(n_positions=64, n_embd=48, n_layer=3, n_head=4)  # GPT-2's 50257 tokens
+    hf_model = transformers.GPT2LMHeadModel(hf_config).eval()
+    hf_model.save_pretrained(tmp_path / "hf")
+    args = ["--data", "input.txt", *TINY, "-B", "2", "-T", "32", "--total-batch", "64", "--max-steps", "1"]
+    proc = run([*args, "--no-shuffle", "--pretrained", str(tmp_path / "hf"), "--log-dir", str(tmp_path / "log")])
+    assert proc.returncode == 0, proc.stderr
+    n_params = sum(p.numel() for p in hf_model.parameters())  # tied: wte is counted once, as in our GPT
+    assert f"{n_params / 1e6:.2f}M parameters" in proc.stdout  # 3 layers of 48, not TINY's 2 of 32
+    # step 0's loss is the transformers model's own loss on the first batch: the first B*T+1 tokens, unshuffled
+    tokens = tiktoken.get_encoding("gpt2").encode_ordinary((ROOT / "input.txt").read_text())[:65]
+    x, y = torch.tensor(tokens[:-1]).view(2, 32), torch.tensor(tokens[1:]).view(2, 32)
+    with torch.no_grad():
+        expected = torch.nn.functional.cross_entropy(hf_model(x).logits.flatten(0, 1), y.flatten()).item()
+    assert train_losses(tmp_path / "log")[0] == pytest.approx(expected, abs=1e-4)
 
 
 def test_gpt2_init_scales_residual_projections():

@@ -26,12 +26,16 @@ from walkthrough_fixtures import DEMO_STEPS, INJECTED, LONG_COMMAND, RUN_STEPS, 
 SIZE = (120, 40)
 
 
-@pytest.fixture(scope="module")
-def demo_history(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("demo")
-    write_series(root / "steps", DEMO_STEPS)
+def built_history(tmp_path_factory, name: str, steps) -> Path:
+    root = tmp_path_factory.mktemp(name)
+    write_series(root / "steps", steps)
     build(root / "steps", root / "history")
     return root / "history"
+
+
+@pytest.fixture(scope="module")
+def demo_history(tmp_path_factory) -> Path:
+    return built_history(tmp_path_factory, "demo", DEMO_STEPS)
 
 
 def drive(app: WalkthroughApp, steps, size) -> None:
@@ -415,10 +419,7 @@ def test_main_screen_snapshot(demo_history, tmp_path, snap_compare, size):
 
 @pytest.fixture(scope="module")
 def run_history(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("runs")
-    write_series(root / "steps", RUN_STEPS)
-    build(root / "steps", root / "history")
-    return root / "history"
+    return built_history(tmp_path_factory, "runs", RUN_STEPS)
 
 
 def runner(history: Path, state: Path, own: bool = True) -> tuple[WalkthroughApp, list[str]]:
