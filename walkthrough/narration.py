@@ -83,8 +83,8 @@ def try_it(narration: str) -> list[str]:
 
 def read(narration: str) -> Promise:
     commands, see = try_it(narration), SEE.search(narration)
-    if not TRY_IT.search(narration):
-        raise NarrationError("no **Try it** block")
+    if not commands:
+        raise NarrationError("no **Try it** block (or one without a command)")
     if not see:
         raise NarrationError("no **What you should see** block")
     swaps = [swap for line in STAND_IN.findall(narration) for swap in SWAP.findall(line)]
