@@ -23,6 +23,8 @@ SUBJECT = re.compile(r"^Step (\d+): (.*)$")
 PLAIN_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*")  # a name the shell and git's option parser leave alone
 # names git resolves before (or instead of) a tag: HEAD-like files in .git, refs/X, heads/X..., full commit ids
 NOT_A_TAG = re.compile(r"[A-Z_]*HEAD|(refs|tags|heads|remotes)/.*|[0-9a-f]{40}|[0-9a-f]{64}")
+# the last line of a series step's message: the name its exercise check is keyed by, which renumbering leaves alone
+STEP_ID = re.compile(r"\n*^Step-Id: ([a-z0-9-]+)\s*\Z", re.M)
 
 
 def parse_subject(subject: str) -> tuple[int | None, str]:
@@ -116,7 +118,13 @@ class Step:
 
     @property
     def narration(self) -> str:
-        return self.commit.body
+        return STEP_ID.sub("", self.commit.body)
+
+    @property
+    def slug(self) -> str | None:
+        """The step's Step-Id trailer (e.g. 'tying'), or None in a history without them."""
+        found = STEP_ID.search(self.commit.body)
+        return found.group(1) if found else None
 
 
 @dataclass(frozen=True)
