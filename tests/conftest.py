@@ -22,3 +22,13 @@ from repos import make_odd_repo  # noqa: E402  (it imports walkthrough, from ROO
 def odd_repo(tmp_path_factory) -> Path:
     """Seven odd first-parent steps (see repos.make_odd_repo), for the walkthrough's model and app tests."""
     return make_odd_repo(tmp_path_factory.mktemp("odd") / "repo")
+
+
+@pytest.fixture(scope="session")
+def series_history(tmp_path_factory) -> Path:
+    """steps/ built once into a history with step-NN tags (a project folder's history/, inside a scratch folder)."""
+    from walkthrough.patches import build
+
+    into = tmp_path_factory.mktemp("series") / "history"
+    build(ROOT / "steps", into)
+    return into

@@ -1,0 +1,3 @@
+"""Checks for the data steps."""
+
+from .core import check, expect  # noqa: F401

@@ -1,0 +1,3 @@
+"""Checks for the optim steps."""
+
+from .core import check, expect  # noqa: F401
