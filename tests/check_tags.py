@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from walkthrough import checks  # noqa: E402
-from walkthrough.patches import open_history  # noqa: E402
+from walkthrough.history import load_series  # noqa: E402
+from walkthrough.patches import HISTORY_RANGE  # noqa: E402
 
 
 def checkout(history: Path, tag: str, folder: Path) -> Path:
@@ -25,14 +26,13 @@ def checkout(history: Path, tag: str, folder: Path) -> Path:
     return folder
 
 
-def tags_by_slug(history_root: Path) -> dict[str, int]:
-    series = open_history(history_root)
-    return {step.slug: step.number for step in series.steps if step.slug}
+def tags_by_slug(history: Path) -> dict[str, int]:
+    return {step.slug: step.number for step in load_series(history, HISTORY_RANGE).steps if step.slug}
 
 
 def verify(history: Path, slugs: list[str], work: Path, workers: int = 2) -> dict[str, tuple]:
     """slug -> (result at its tag, result at the tag before): one process per tag, two at a time."""
-    number = tags_by_slug(history.parent)
+    number = tags_by_slug(history)
     jobs: dict[int, list[str]] = {}
     for slug in slugs:
         jobs.setdefault(number[slug], []).append(slug)
@@ -57,5 +57,7 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as work:
         for slug, (at, before) in verify(ROOT / "history", wanted, Path(work)).items():
             verdict = "ok " if at.ok and not before.ok else "BAD"
-            print(f"{verdict} {slug}: at its tag {'pass' if at.ok else 'FAIL: ' + at.message} ({at.seconds}s); "
-                  f"before: {'PASSES (vacuous)' if before.ok else before.message}")
+            print(
+                f"{verdict} {slug}: at its tag {'pass' if at.ok else 'FAIL: ' + at.message} ({at.seconds}s); "
+                f"before: {'PASSES (vacuous)' if before.ok else before.message}"
+            )

@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from .bookmark import Bookmarks, default_path
 from .errors import WalkthroughError
+from .exercise import Exercise
 from .history import load_series
 from .patches import build, check, export, open_history
 
@@ -66,6 +67,15 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "check", help="verify the series: applies, numbered 1..N, narrated, ends at the project's files"
     )
+    exercise = commands.add_parser(
+        "exercise", help="rebuild step N yourself: a tree at step N-1 next to history/, and a check of what it does"
+    )
+    exercise.add_argument("number", type=int, metavar="N", help="the step to rebuild")
+    then = exercise.add_mutually_exclusive_group()
+    then.add_argument("--check", action="store_true", help="run step N's check against your tree")
+    then.add_argument("--compare", action="store_true", help="read your change beside the series' step N")
+    then.add_argument("--reset", action="store_true", help="start over: your tree back at step N-1")
+    then.add_argument("--remove", action="store_true", help="delete your tree")
     return parser
 
 
@@ -99,15 +109,42 @@ def _run(argv: list[str] | None) -> int:
         if problems:
             return 1
         print(f"{steps}: the series is sound")
+    elif args.command == "exercise":
+        return _exercise(args)
     else:
         return _read(args)
     return 0
 
 
+def _exercise(args: argparse.Namespace) -> int:
+    exercise = Exercise.of(open_history(args.project), args.number)
+    step = exercise.step
+    if args.check:
+        result = exercise.run_check()
+        print(f"step {step.number} ({step.title}): {'pass' if result.ok else 'fail: ' + result.message}")
+        return 0 if result.ok else 1
+    if args.compare:
+        return _show(exercise.compare())
+    if args.remove:
+        exercise.remove()
+        print(f"removed {exercise.folder}")
+    elif args.reset:
+        exercise.reset()
+        print(f"{exercise.folder}: back at step {step.number - 1}, your changes gone")
+    else:
+        if not exercise.create():
+            print(f"{exercise.folder} exists already: your work in it is kept (--reset starts over)\n")
+        print(exercise.prompt())
+    return 0
+
+
 def _read(args: argparse.Namespace) -> int:
+    return _show(load_series(*args.repo) if args.repo else open_history(args.project))
+
+
+def _show(series) -> int:
     from .app import WalkthroughApp  # only the reader needs Textual: build, export and check start faster
 
-    series = load_series(*args.repo) if args.repo else open_history(args.project)
     app = WalkthroughApp(series, Bookmarks(default_path()))
     app.run()
     return app.return_code or 0  # 1 when the app died of an exception (Textual has printed its traceback)

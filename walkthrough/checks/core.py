@@ -15,9 +15,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 
 class CheckFailed(AssertionError):
@@ -103,7 +103,9 @@ class Tree:
                 [sys.executable, *args], cwd=self.path, capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
-            raise CheckFailed(f"python {' '.join(args)}: expected it to finish, found it running after {timeout:g} s")
+            raise CheckFailed(
+                f"python {' '.join(args)}: expected it to finish, found it running after {timeout:g} s"
+            ) from None
 
     def scratch(self) -> Path:
         """A temporary folder that lives as long as the check's process (for files a check writes)."""
@@ -118,7 +120,7 @@ class Tree:
         try:
             from transformers import GPT2Config, GPT2LMHeadModel
         except ImportError:
-            raise CheckFailed("this check needs transformers: expected it installed (pip install -e '.[hf]')")
+            raise CheckFailed("this check needs transformers: expected it installed (pip install -e '.[hf]')") from None
         import torch
 
         config = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 64, "vocab_size": 50257, **sizes}

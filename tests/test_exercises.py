@@ -1,0 +1,182 @@
+"""Rebuild it yourself: every Part I step's check passes at its own tag and fails at the one before (so it is not
+vacuous), and `walkthrough exercise N` works as a learner uses it: make the tree, check, compare, reset, remove."""
+
+import asyncio
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from check_tags import verify
+from walkthrough import checks
+from walkthrough.bookmark import Bookmarks
+from walkthrough.cli import main
+from walkthrough.exercise import Exercise
+from walkthrough.history import load_series
+from walkthrough.patches import HISTORY_RANGE, build, open_history
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def verdicts(series_history, tmp_path_factory):
+    """Every check at its tag and at the tag before, two processes at a time; the timings are printed (-s)."""
+    started = time.time()
+    found = verify(series_history, list(checks.CHECKS), tmp_path_factory.mktemp("tags"))
+    each = ", ".join(f"{slug} {at.seconds:.1f}s" for slug, (at, _) in found.items())
+    print(f"\n{len(found)} checks at their tags and the tags before: {time.time() - started:.0f}s ({each})")
+    return found
+
+
+def part_one(history: Path) -> list:
+    return [step for step in load_series(history, HISTORY_RANGE).steps if "Part II" not in step.title]
+
+
+def test_every_part_one_step_has_a_check(series_history):
+    slugs = [step.slug for step in part_one(series_history)]
+    assert [s for s in slugs if s not in checks.CHECKS] == []
+    assert set(checks.CHECKS) <= set(slugs), "a check for a step that is not in Part I"
+
+
+@pytest.mark.parametrize("slug", list(checks.CHECKS))
+def test_check_passes_at_its_tag_and_fails_before(verdicts, slug):
+    at, before = verdicts[slug]
+    assert at.ok, f"{slug} fails at its own tag: {at.message}"
+    assert not before.ok, f"{slug} passes at the tag before its step: it proves nothing"
+    assert "\n" not in before.message and before.message, "a failure is one readable line"
+
+
+@pytest.mark.parametrize("slug", list(checks.CHECKS))
+def test_check_says_what_it_proves(slug):
+    check = checks.CHECKS[slug]
+    assert len(check.proves.split()) >= 10, "a docstring saying what the check proves"
+    assert check.calls, "the names the learner must build"
+
+
+def test_the_checks_import_nothing_heavy():
+    """The reader and the CLI import the registry: torch is imported by the checks' process only."""
+    code = "import sys, walkthrough.checks, walkthrough.exercise; print('torch' in sys.modules)"
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+# ---- walkthrough exercise N, as a learner types it
+
+
+@pytest.fixture
+def project(series_history, tmp_path) -> Path:
+    """A project folder with the real steps/ and an already built history/ (the CLI would build the same)."""
+    (tmp_path / "steps").symlink_to(ROOT / "steps")
+    shutil.copytree(series_history, tmp_path / "history", symlinks=True)
+    return tmp_path
+
+
+def cli(capsys, project: Path, *args: str) -> tuple[int, str, str]:
+    code = main(["--project", str(project), "exercise", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def tying_step(project: Path) -> int:
+    return next(step.number for step in open_history(project).steps if step.slug == "tying")
+
+
+def test_an_exercise_from_start_to_pass(project, capsys):
+    n = tying_step(project)
+    code, out, _ = cli(capsys, project, str(n))
+    folder = project / f"exercise-{n:02d}-tying"
+    assert code == 0 and folder.is_dir()
+    assert out.startswith(f"Exercise: step {n}, Weight tying\nYour tree: {folder}")
+    assert "  - train_gpt2.GPT\n" in out and f"walkthrough exercise {n} --check" in out
+    assert "+        self.transformer.wte.weight" not in out, "the narration, not the diff"
+
+    # the tree starts at the step before: the check fails, as one line
+    code, out, _ = cli(capsys, project, str(n), "--check")
+    assert code == 1
+    assert out == (
+        f"step {n} (Weight tying): fail: GPT.transformer.wte.weight and GPT.lm_head.weight: "
+        "expected the same tensor, found two tensors\n"
+    )
+
+    # the learner ties the weights, their own way round
+    script = folder / "train_gpt2.py"
+    text = script.read_text()
+    head = "        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)\n"
+    assert head in text
+    script.write_text(text.replace(head, head + "        self.lm_head.weight = self.transformer.wte.weight\n"))
+    code, out, _ = cli(capsys, project, str(n), "--check")
+    assert (code, out) == (0, f"step {n} (Weight tying): pass\n")
+
+    # running it again keeps the work
+    code, out, _ = cli(capsys, project, str(n))
+    assert code == 0 and "exists already: your work in it is kept" in out
+    assert "self.lm_head.weight = self.transformer.wte.weight" in script.read_text()
+
+    code, out, _ = cli(capsys, project, str(n), "--reset")
+    assert code == 0 and "self.lm_head.weight = self.transformer.wte.weight" not in script.read_text()
+    code, out, _ = cli(capsys, project, str(n), "--remove")
+    assert code == 0 and not folder.exists()
+    code, _, err = cli(capsys, project, str(n), "--check")
+    assert code == 1 and err == (
+        f"walkthrough: error: no exercise tree for step {n} ({folder} does not exist): "
+        f"run walkthrough exercise {n} first\n"
+    )
+
+
+def test_a_step_without_a_check_says_so(project, capsys):
+    last = open_history(project).steps[-1]
+    code, out, err = cli(capsys, project, str(last.number))
+    assert code == 1 and out == ""
+    assert err.startswith(f"walkthrough: error: step {last.number} ({last.title}) has no exercise check")
+    assert not list(project.glob("exercise-*"))
+    code, _, err = cli(capsys, project, "999")
+    assert code == 1 and err.startswith("walkthrough: error: no step 999: the series has steps 1-")
+
+
+def test_exercise_survives_a_rebuilt_history(project, capsys):
+    """steps/ changed and history/ was built again: the learner's files still check, reset and remove."""
+    n = tying_step(project)
+    cli(capsys, project, str(n))
+    folder = project / f"exercise-{n:02d}-tying"
+    shutil.rmtree(project / "history")
+    build(project / "steps", project / "history")
+    code, out, _ = cli(capsys, project, str(n), "--check")
+    assert code == 1 and "expected the same tensor" in out
+    code, _, _ = cli(capsys, project, str(n), "--reset")
+    assert code == 0 and (folder / ".git").is_file()
+    code, _, _ = cli(capsys, project, str(n), "--remove")
+    assert code == 0 and not folder.exists()
+
+
+def test_compare_shows_the_learners_change_beside_the_step(project):
+    from walkthrough.app import WalkthroughApp
+
+    series = open_history(project)
+    exercise = Exercise.of(series, tying_step(project))
+    exercise.create()
+    script = exercise.folder / "train_gpt2.py"
+    script.write_text(script.read_text() + "# my tying goes here\n")
+    (exercise.folder / "log").mkdir()
+    (exercise.folder / "log" / "log.txt").write_text("0 train 10.9\n")  # a run's output is not the answer
+
+    compared = exercise.compare()
+    ours, yours = compared.steps
+    assert ours.commit.sha == exercise.step.commit.sha and yours.commit.parents == ours.commit.parents
+    files = compared.files(1)
+    assert [f.path for f in files] == ["train_gpt2.py"]
+    added = [line.text for hunk in files[0].hunks for line in hunk.lines if line.kind == "+"]
+    assert added == ["# my tying goes here"]
+    assert "my tying" not in (series.repo.git.status("--porcelain") or "")  # history/ itself is untouched
+
+    app = WalkthroughApp(compared, Bookmarks(project / "bookmarks.json"))
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("n")
+            return str(app.query_one("#title").render())
+
+    assert "Your step" in asyncio.run(run())

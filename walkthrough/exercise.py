@@ -1,0 +1,145 @@
+"""Rebuild a step yourself: `walkthrough exercise N` makes a worktree of history/ at step N-1, next to history/,
+for the learner to write step N in; `--check` runs step N's behavioural check (walkthrough.checks) against it.
+
+The folder is a git worktree, so `git diff` there shows the learner's own change. If history/ is rebuilt (steps/
+changed), the link breaks but the files stay: checking, comparing, resetting and removing still work.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checks import CHECKS, Check, Result
+from .checks import run as run_checks
+from .errors import WalkthroughError
+from .gitcmd import ISOLATED, run_git
+from .history import Commit, Series, Step
+
+# what a run or Python leaves in a tree, which is not part of the learner's answer
+NOT_THE_ANSWER = (":(exclude)log", ":(exclude)**/__pycache__", ":(exclude)*.pyc")
+
+
+@dataclass
+class Exercise:
+    series: Series  # the project's own series (history/)
+    index: int  # of the step to rebuild, in series.steps
+
+    @classmethod
+    def of(cls, series: Series, number: int) -> Exercise:
+        numbers = [step.number for step in series.steps]
+        if number not in numbers:
+            raise WalkthroughError(f"no step {number}: the series has steps {numbers[0]}-{numbers[-1]}")
+        return cls(series, numbers.index(number))
+
+    @property
+    def step(self) -> Step:
+        return self.series.steps[self.index]
+
+    @property
+    def check(self) -> Check | None:
+        return CHECKS.get(self.step.slug or "")
+
+    @property
+    def folder(self) -> Path:
+        """Next to history/, named for the step: exercise-08-tying."""
+        history = Path(self.series.repo.working_tree_dir)
+        return history.parent / f"exercise-{self.step.number:02d}-{self.step.slug or 'step'}"
+
+    @property
+    def base(self) -> str:
+        """The commit the learner starts from: the step before."""
+        return self.step.commit.parents[0]
+
+    def require_check(self) -> None:
+        if self.check is None:
+            part1 = [s.number for s in self.series.steps if s.slug in CHECKS]
+            span = f"steps {part1[0]}-{part1[-1]}" if part1 else "no step of this series"
+            raise WalkthroughError(
+                f"step {self.step.number} ({self.step.title}) has no exercise check: the checks cover {span}"
+            )
+
+    def require_folder(self) -> None:
+        if not self.folder.is_dir():
+            raise WalkthroughError(
+                f"no exercise tree for step {self.step.number} ({self.folder} does not exist): "
+                f"run walkthrough exercise {self.step.number} first"
+            )
+
+    # ---- the folder
+
+    def create(self) -> bool:
+        """Make the worktree at the step before; False when it exists already (the learner's work is kept)."""
+        self.require_check()
+        if self.folder.exists():
+            return False
+        git = self.series.repo.git
+        run_git(git, "worktree", "prune", what="could not tidy git's list of worktrees")
+        run_git(git, "worktree", "add", "--detach", str(self.folder), self.base, what="could not make the tree")
+        return True
+
+    def remove(self) -> None:
+        self.require_folder()
+        try:
+            run_git(self.series.repo.git, "worktree", "remove", "--force", str(self.folder))
+        except WalkthroughError:  # no longer a worktree of this history (it was rebuilt): the folder is all there is
+            shutil.rmtree(self.folder)
+        run_git(self.series.repo.git, "worktree", "prune", what="could not tidy git's list of worktrees")
+
+    def reset(self) -> None:
+        """Back to the step before, the learner's changes gone."""
+        self.remove()
+        self.create()
+
+    # ---- what the learner reads and runs
+
+    def prompt(self) -> str:
+        step, check = self.step, self.check
+        calls = "\n".join(f"  - {name}" for name in check.calls)
+        return (
+            f"Exercise: step {step.number}, {step.title}\n"
+            f"Your tree: {self.folder} (step {step.number - 1}'s files: write step {step.number} there)\n\n"
+            f"{step.narration.strip()}\n\n"
+            f"The check calls these names, so build them:\n{calls}\n"
+            f"What passing proves: {' '.join(check.proves.split())}\n\n"
+            f"Check your step:        walkthrough exercise {step.number} --check\n"
+            f"Compare with the step:  walkthrough exercise {step.number} --compare\n"
+            f"Start over:             walkthrough exercise {step.number} --reset"
+        )
+
+    def run_check(self) -> Result:
+        self.require_check()
+        self.require_folder()
+        return run_checks(self.folder, [self.step.slug])[0]
+
+    def compare(self) -> Series:
+        """A two-step series for the reader: the series' step, then the learner's tree as a commit on the same
+        parent (written to history's object store only; the learner's folder, index and HEAD are left alone)."""
+        self.require_folder()
+        git = self.series.repo.git
+        with tempfile.TemporaryDirectory() as scratch:
+            env = {
+                **ISOLATED,
+                "GIT_INDEX_FILE": os.path.join(scratch, "index"),
+                "GIT_WORK_TREE": str(self.folder),
+                "GIT_DIR": str(Path(self.series.repo.git_dir).resolve()),
+                **_AUTHOR,
+            }
+            run_git(git, "add", "-A", "--", ".", *NOT_THE_ANSWER, env=env, what="could not read your tree")
+            tree = run_git(git, "write-tree", env=env).decode().strip()
+            title = f"Your step {self.step.number}: {self.step.title}"
+            message = f"{title}\n\nThe files of {self.folder.name}, against step {self.step.number - 1}.\n"
+            sha = run_git(git, "commit-tree", tree, "-p", self.base, "-m", message, env=env).decode().strip()
+        yours = Step(self.step.number, Commit(sha, tree, (self.base,), message), "yours", sha)
+        return Series(self.series.repo, f"exercise {self.step.number}", [self.step, yours])
+
+
+_AUTHOR = {
+    "GIT_AUTHOR_NAME": "learner",
+    "GIT_AUTHOR_EMAIL": "learner@build-gpt2.invalid",
+    "GIT_COMMITTER_NAME": "learner",
+    "GIT_COMMITTER_EMAIL": "learner@build-gpt2.invalid",
+}
