@@ -34,6 +34,12 @@ def part_one(history: Path) -> list:
     return [step for step in load_series(history, HISTORY_RANGE).steps if "Part II" not in step.title]
 
 
+def test_every_step_has_its_own_step_id(series_history):
+    slugs = [step.slug for step in load_series(series_history, HISTORY_RANGE).steps]
+    assert None not in slugs, "a step whose message does not end with a Step-Id: line"
+    assert len(set(slugs)) == len(slugs), "two steps with one Step-Id"
+
+
 def test_every_part_one_step_has_a_check(series_history):
     slugs = [step.slug for step in part_one(series_history)]
     assert [s for s in slugs if s not in checks.CHECKS] == []
@@ -180,3 +186,18 @@ def test_compare_shows_the_learners_change_beside_the_step(project):
             return str(app.query_one("#title").render())
 
     assert "Your step" in asyncio.run(run())
+
+
+def test_the_readmes_worked_example_is_what_the_check_prints(project, capsys):
+    """README's "Rebuild it yourself": its mistake, added to the learner's tree, prints exactly its message."""
+    readme = (ROOT / "README.md").read_text().split("### Rebuild it yourself", 1)[1].split("\n### ", 1)[0]
+    blocks = [line.strip() for line in readme.splitlines() if line.startswith("    ") and line.strip()]
+    mistake = next(line for line in blocks if "lm_head.weight" in line and "walkthrough" not in line)
+    message = next(line for line in blocks if ": fail: " in line)
+    n = tying_step(project)
+    cli(capsys, project, str(n))
+    script = project / f"exercise-{n:02d}-tying" / "train_gpt2.py"
+    head = "        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)\n"
+    script.write_text(script.read_text().replace(head, head + "        " + mistake + "\n"))
+    code, out, _ = cli(capsys, project, str(n), "--check")
+    assert (code, out) == (1, message + "\n")
