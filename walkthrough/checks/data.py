@@ -1,3 +1,480 @@
-"""Checks for the data steps."""
+"""Checks for the data steps: token shards written by fineweb.py, the trainer reading them, the real run's defaults,
+one-line errors for bad data, and the validation loss."""
 
-from .core import check, expect  # noqa: F401
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from pathlib import Path
+
+from .core import CheckFailed, check, expect
+
+EOT = 50256  # GPT-2's <|endoftext|>
+
+# ------------------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _gpt2():
+    import tiktoken
+
+    return tiktoken.get_encoding("gpt2")
+
+
+def _documents() -> list[str]:
+    """A small corpus of documents of different lengths, some with non-ASCII text, built without the network."""
+    import random
+
+    phrases = [
+        "First Citizen: Before we proceed any further, hear me speak.",
+        "The model reads tokens, not characters;",
+        "a naïve café serves crème brûlée — “twice” a day.",
+        "日本語のテキストも一つの文書です。",
+        "Numbers like 3.14159 and 1,000,000 split into pieces.",
+        "   indented lines\n\tand tabs\n",
+        "emoji 🙂 take several bytes",
+        "End.",
+    ]
+    rng = random.Random(22)
+    return [" ".join(rng.choice(phrases) for _ in range(rng.randint(1, 12))) for _ in range(24)]
+
+
+def _save_shards(folder: Path, shards: dict[str, object]) -> Path:
+    """np.save each array as folder/name; returns the folder."""
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, tokens in shards.items():
+        np.save(folder / name, tokens)
+    return folder
+
+
+def _first_difference(expected, found) -> str:
+    """Where two token sequences first differ, as 'at token i: expected ..., found ...' with a little context."""
+    n = min(len(expected), len(found))
+    i = next((k for k in range(n) if int(expected[k]) != int(found[k])), n)
+    if i == n:
+        return f"{len(expected)} tokens vs {len(found)} (equal up to the shorter)"
+    show = slice(max(0, i - 2), i + 3)
+    return (
+        f"at token {i}: expected ...{[int(t) for t in expected[show]]}..., found ...{[int(t) for t in found[show]]}..."
+    )
+
+
+def _call_main(tree, argv: list[str], shown: str, expected: str) -> tuple[int, str, str]:
+    """train_gpt2.main(argv) in this process, as the command line would run it: (exit status, stdout, stderr).
+    An exception out of main (a traceback for the user) fails as 'shown: expected `expected`, found a traceback'."""
+    main = tree.name("train_gpt2", "main")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse, or a main that exits itself
+            code = e.code
+            if isinstance(code, str):  # sys.exit("message"): Python prints it and exits with status 1
+                print(code, file=err)
+                code = 1
+        except Exception as e:  # the learner's code may raise anything: that is what the user would see
+            message = " ".join(str(e).split()) or "no message"
+            failure = f"{shown}: expected {expected}, found a traceback ending {type(e).__name__}: {message}"
+            raise CheckFailed(failure) from None
+    return (0 if code is None else int(code)), out.getvalue(), err.getvalue()
+
+
+def _known_flags(tree, argv: list[str], optional: list[list[str]]) -> list[str]:
+    """argv plus each of the optional flag groups that train_gpt2.parse_args accepts (later steps add flags that a
+    quick run must turn off, such as --hellaswag-every 0; earlier ones do not know them)."""
+    parse_args = tree.name("train_gpt2", "parse_args")
+    for extra in optional:
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                parse_args(argv + extra)
+        except SystemExit:
+            continue
+        argv = argv + extra
+    return argv
+
+
+def _quiet_run_flags(scratch: Path, name: str) -> list[list[str]]:
+    """Flags of later steps that keep a check's short run offline, quiet and inside the scratch folder."""
+    return [
+        ["--hellaswag-every", "0"],
+        ["--sample-every", "0"],
+        ["--checkpoint-every", "0"],
+        ["--log-dir", str(scratch / f"log-{name}")],
+    ]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# fineweb.py
+
+
+@check("fineweb", "python fineweb.py --files A.txt B.txt ... --out DIR --shard-size N")
+def fineweb(tree):
+    """fineweb.py turns documents into shards of uint16 tokens: exactly GPT-2's tokens of each document in order,
+    each preceded by <|endoftext|> (50256), cut into shards of exactly --shard-size tokens (the last one shorter);
+    the first shard is the validation shard, the rest are training shards."""
+    import numpy as np
+
+    expect((tree.path / "fineweb.py").is_file(), "fineweb.py", "the file", f"none in {tree.path.name}/")
+    documents = _documents()
+    folder = tree.scratch() / "fineweb-docs"
+    folder.mkdir(exist_ok=True)
+    files = []
+    for i, text in enumerate(documents):
+        path = folder / f"doc{i:02d}.txt"
+        path.write_text(text, encoding="utf-8")
+        files.append(str(path))
+    out, shard_size = tree.scratch() / "fineweb-shards", 300  # 2,200 tokens: 7 shards and 100 more
+    saved = {key: os.environ.get(key) for key in ("HF_DATASETS_CACHE", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")}
+    os.environ.update(
+        HF_DATASETS_CACHE=str(tree.scratch() / "hf-datasets"), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1"
+    )
+    try:
+        command = ["fineweb.py", "--files", *files, "--out", str(out), "--shard-size", str(shard_size)]
+        done = tree.run(*command, timeout=120)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    shown = f"python fineweb.py --files <{len(files)} files> --out DIR --shard-size {shard_size}"
+    last = (done.stderr.strip().splitlines() or ["nothing on stderr"])[-1]
+    expect(done.returncode == 0, shown, "exit status 0", f"{done.returncode} ({last})")
+
+    enc = _gpt2()
+    stream = []
+    for text in documents:
+        stream += [EOT, *enc.encode_ordinary(text)]
+    val = sorted(out.glob("*_val_*.npy"))
+    train = sorted(out.glob("*_train_*.npy"))
+    expect(len(val) == 1, f"{shown}: validation shards (*_val_*.npy)", "1 (the first shard)", len(val))
+    n_shards = -(-len(stream) // shard_size)
+    expect(
+        len(train) == n_shards - 1,
+        f"{shown}: training shards (*_train_*.npy) for {len(stream):,} tokens",
+        n_shards - 1,
+        len(train),
+    )
+    shards = []
+    for path in val + train:
+        tokens = np.load(path)
+        expect(
+            tokens.dtype == np.uint16 and tokens.ndim == 1,
+            f"{path.name}'s array",
+            "1-D uint16 tokens",
+            f"{tokens.dtype} of shape {tokens.shape}",
+        )
+        shards.append(tokens)
+    for i, (path, tokens) in enumerate(zip(val + train, shards)):
+        last_one = i == len(shards) - 1
+        wanted = len(stream) - shard_size * (len(shards) - 1) if last_one else shard_size
+        expect(len(tokens) == wanted, f"{path.name}'s length (--shard-size {shard_size})", wanted, len(tokens))
+    found = np.concatenate(shards)
+    ok = len(found) == len(stream) and bool((found == np.array(stream, dtype=np.uint16)).all())
+    expect(
+        ok,
+        "the shards' tokens, validation shard first",
+        "<|endoftext|> then GPT-2's tokens of each document, in order",
+        _first_difference(stream, found),
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# reading shards
+
+
+@check(
+    "shards",
+    "train_gpt2.load_split(data, split)",
+    "train_gpt2.DataLoaderLite(shards, B, T, rank, world_size)",
+    "DataLoaderLite.next_batch",
+)
+def shards(tree):
+    """load_split reads a split's shard files, in order, as memory maps of uint16 (or a text file's tokens, the
+    last 10% for validation), and DataLoaderLite reads the shards as one stream: a batch runs on from one shard into
+    the next and, after the last, into the first again, so no token is skipped; each rank takes its own slice."""
+    import numpy as np
+    import torch
+
+    load_split = tree.name("train_gpt2", "load_split")
+    DataLoaderLite = tree.name("train_gpt2", "DataLoaderLite")
+    lengths = [37, 50, 23]
+    stream = np.arange(1000, 1000 + sum(lengths), dtype=np.uint16)
+    cuts = np.cumsum(lengths)[:-1]
+    val = np.arange(5000, 5040, dtype=np.uint16)
+    names = {"edufineweb_val_000000.npy": val}
+    names.update({f"edufineweb_train_{i + 1:06d}.npy": part for i, part in enumerate(np.split(stream, cuts))})
+    folder = _save_shards(tree.scratch() / "shards", names)
+    (folder / "notes.txt").write_text("not a shard\n")
+
+    for split, expected in (("train", np.split(stream, cuts)), ("val", [val])):
+        found = load_split(str(folder), split)
+        what = f"load_split(folder, {split!r})"
+        expect(len(found) == len(expected), f"{what}: shards", len(expected), len(found))
+        for i, (want, got) in enumerate(zip(expected, found)):
+            expect(
+                isinstance(got, np.memmap) and got.dtype == np.uint16,
+                f"{what}[{i}]",
+                "a memory map of uint16 (np.load(..., mmap_mode='r'))",
+                f"{type(got).__name__} of {getattr(got, 'dtype', '?')}",
+            )
+            ok = len(got) == len(want) and bool((np.asarray(got) == want).all())
+            expect(ok, f"{what}[{i}]'s tokens, shards in file order", "the file's tokens", _first_difference(want, got))
+
+    text = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n" * 6
+    text_file = tree.scratch() / "small.txt"
+    text_file.write_text(text, encoding="utf-8")
+    tokens = _gpt2().encode_ordinary(text)
+    train_part = np.concatenate(load_split(str(text_file), "train"))
+    val_part = np.concatenate(load_split(str(text_file), "val"))
+    expect(
+        abs(len(train_part) - 0.9 * len(tokens)) <= 1,
+        f"load_split(text file of {len(tokens)} tokens, 'train')",
+        f"the first 90% ({int(0.9 * len(tokens))} tokens)",
+        f"{len(train_part)} tokens",
+    )
+    both = np.concatenate([train_part, val_part])
+    expect(
+        len(both) == len(tokens) and bool((both == np.array(tokens)).all()),
+        "load_split(text file, 'train') then load_split(text file, 'val')",
+        "the file's GPT-2 tokens, split in two",
+        _first_difference(tokens, both),
+    )
+
+    B, T = 2, 8
+    shards_ = load_split(str(folder), "train")
+    for rank, world_size, batches in ((0, 1, 10), (1, 2, 5)):
+        loader = DataLoaderLite(shards_, B, T, rank, world_size)
+        for k in range(batches):
+            x, y = loader.next_batch()
+            start = B * T * (world_size * k + rank)
+            buf = torch.from_numpy(np.take(stream, range(start, start + B * T + 1), mode="wrap").astype(np.int64))
+            where = f"DataLoaderLite(rank {rank} of {world_size}, B={B}, T={T}) batch {k}"
+            expect(x.dtype == torch.int64, f"{where}: inputs' dtype", "torch.int64", x.dtype)
+            expect(tuple(x.shape) == (B, T), f"{where}: inputs' shape", (B, T), tuple(x.shape))
+            span = f"stream tokens {start}..{start + B * T} of {len(stream)}, shards of {lengths}"
+            expect(bool((x == buf[:-1].view(B, T)).all()), f"{where}: inputs", span, x.flatten().tolist())
+            expect(bool((y == buf[1:].view(B, T)).all()), f"{where}: targets", f"{span}, one on", y.flatten().tolist())
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the real run's defaults
+
+
+@check("real-run", "train_gpt2.parse_args(argv)", "--preset cpu", "--data")
+def real_run(tree):
+    """With no flags the trainer is the real run: FineWeb-Edu's shard folder edu_fineweb10B, 19,073 steps (10B
+    tokens at 2^19 a step) after 715 warmup steps; `--preset cpu` still trains on input.txt, and flags override it."""
+    parse_args = tree.name("train_gpt2", "parse_args")
+    args = parse_args([])
+    for name, wanted in (("data", "edu_fineweb10B"), ("max_steps", 19073), ("warmup_steps", 715)):
+        found = getattr(args, name, None)
+        expect(found == wanted, f"parse_args([]).{name}", repr(wanted), repr(found))
+    cpu = parse_args(["--preset", "cpu"])
+    for name, wanted in (("data", "input.txt"), ("max_steps", 20), ("warmup_steps", 5)):
+        found = getattr(cpu, name, None)
+        expect(found == wanted, f"parse_args(['--preset', 'cpu']).{name}", repr(wanted), repr(found))
+    found = parse_args(["--preset", "cpu", "--data", "shards"]).data
+    expect(found == "shards", "parse_args(['--preset', 'cpu', '--data', 'shards']).data", "'shards'", repr(found))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# one-line errors
+
+
+def _one_line(what: str, code: int, err: str, names: str | None, status: int | None = 1) -> None:
+    """A user's mistake: exit status `status` (any non-zero when None), no traceback, and stderr's last line naming
+    `names`; with status 1, stderr is that one line."""
+    lines = err.strip().splitlines()
+    tail = lines[-1] if lines else "nothing"
+    expect("Traceback" not in err, what, "one line on stderr, no traceback", f"a traceback ending {tail!r}")
+    if status is None:
+        expect(code != 0, f"{what}: exit status", "non-zero", code)
+    else:
+        expect(code == status, f"{what}: exit status", status, f"{code} (stderr: {tail!r})")
+        expect(len(lines) == 1, f"{what}: stderr", "one line", f"{len(lines)} lines: {' / '.join(lines)[:300]!r}")
+    if names is not None:
+        expect(names in tail, f"{what}: the error", f"a line naming {names!r}", repr(tail))
+
+
+@check(
+    "data-errors",
+    "python train_gpt2.py --data MISSING",
+    "train_gpt2.main(argv)",
+    "--data",
+    "--total-batch",
+    "--seq-len",
+)
+def data_errors(tree):
+    """A mistake the user can fix ends the run with one line on stderr that names what is wrong, and exit status 1,
+    never a traceback: --data that does not exist, a folder without training shards, a shard that is not readable,
+    not 1-D uint16 or empty, a --total-batch that B*T does not divide; a --seq-len over 1024 is refused too."""
+    import numpy as np
+
+    scratch = tree.scratch()
+    tiny = ["--n-layer", "1", "--n-head", "1", "--n-embd", "8", "-B", "1", "-T", "8", "--total-batch", "8"]
+    tiny += ["--max-steps", "1", "--device", "cpu"]
+
+    missing = scratch / "no_such_folder"
+    done = tree.run("train_gpt2.py", "--data", str(missing), *tiny, timeout=120)
+    _one_line("python train_gpt2.py --data no_such_folder", done.returncode, done.stderr, "no_such_folder")
+
+    rng = np.random.default_rng(25)
+    good = rng.integers(0, 50257, 400).astype(np.uint16)
+    val = {"edufineweb_val_000000.npy": good[:200]}
+    folders = {
+        "only_val": val,
+        "not_npy": {**val, "edufineweb_train_000001.npy": None},
+        "int32": {**val, "edufineweb_train_000001.npy": good.astype(np.int32)},
+        "two_d": {**val, "edufineweb_train_000001.npy": good.reshape(20, 20)},
+        "empty": {**val, "edufineweb_train_000001.npy": good[:0], "edufineweb_train_000002.npy": good},
+        "good": {**val, "edufineweb_train_000001.npy": good},
+    }
+    for name, files in folders.items():
+        folder = scratch / f"data-{name}"
+        _save_shards(folder, {k: v for k, v in files.items() if v is not None})
+        for k, v in files.items():
+            if v is None:
+                (folder / k).write_bytes(b"these bytes are not a .npy file\n")
+    quiet = _quiet_run_flags(scratch, "data-errors")
+    cases = [
+        ("only_val", [], "data-only_val", "a folder without training shards"),
+        ("not_npy", [], "edufineweb_train_000001.npy", "a file that is not .npy"),
+        ("int32", [], "edufineweb_train_000001.npy", "a shard of int32"),
+        ("two_d", [], "edufineweb_train_000001.npy", "a 2-D shard"),
+        ("empty", [], "edufineweb_train_000001.npy", "an empty shard"),
+        ("good", ["--total-batch", "12"], None, "--total-batch 12 with B*T = 8"),
+    ]
+    for name, extra, names, what in cases:
+        argv = _known_flags(tree, ["--data", str(scratch / f"data-{name}"), *tiny, *extra], quiet)
+        shown = f"main(['--data', {name}/ ...]) ({what})"
+        code, _, err = _call_main(tree, argv, shown, "one line on stderr")
+        _one_line(shown, code, err, names)
+
+    argv = _known_flags(
+        tree, ["--data", str(scratch / "data-good"), *tiny, "-T", "2048", "--total-batch", "2048"], quiet
+    )
+    shown = "main([..., '--seq-len', '2048']) (over the block size, 1024)"
+    code, _, err = _call_main(tree, argv, shown, "one line on stderr")
+    _one_line(shown, code, err, "2048", status=None)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the validation loss
+
+
+@contextlib.contextmanager
+def _forward_calls(GPT):
+    """Record every GPT.forward while the block runs: (training mode, autograd on, inputs, loss or None)."""
+    import torch
+
+    calls, forward = [], GPT.forward
+
+    def recording(self, idx, *args, **kwargs):
+        result = forward(self, idx, *args, **kwargs)
+        loss = result[1] if isinstance(result, tuple) and len(result) > 1 else None
+        loss = None if loss is None else float(loss.detach())
+        calls.append((self.training, torch.is_grad_enabled(), idx.detach().clone(), loss))
+        return result
+
+    GPT.forward = recording
+    try:
+        yield calls
+    finally:
+        GPT.forward = forward
+
+
+def _evaluations(calls):
+    """The runs of consecutive forwards in eval mode (the evaluations between training steps)."""
+    runs, current = [], []
+    for call in calls:
+        if call[0]:  # training mode: a training step
+            if current:
+                runs.append(current)
+            current = []
+        else:
+            current.append(call)
+    return runs + ([current] if current else [])
+
+
+@check("validation", "train_gpt2.main(argv)", "GPT.forward", "--val-every", "--val-steps")
+def validation(tree):
+    """The run measures a validation loss at step 0, every --val-every steps and after the last step (none with
+    --val-every 0): the mean loss of the first --val-steps batches of the validation split, the same batches every
+    time, in eval mode without autograd, printed as `validation loss: X`."""
+    import numpy as np
+    import torch
+
+    GPT = tree.name("train_gpt2", "GPT")
+    DataLoaderLite = tree.name("train_gpt2", "DataLoaderLite")
+    parse_args = tree.name("train_gpt2", "parse_args")
+    scratch = tree.scratch()
+    rng = np.random.default_rng(26)
+    val_tokens, train_tokens = (rng.integers(0, 50257, 300).astype(np.uint16) for _ in range(2))
+    names = {"edufineweb_val_000000.npy": val_tokens, "edufineweb_train_000001.npy": train_tokens}
+    folder = _save_shards(scratch / "validation-data", names)
+    B, T, val_steps = 2, 16, 2
+    base = ["--data", str(folder), "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "-B", str(B), "-T", str(T)]
+    base += ["--total-batch", str(B * T), "--warmup-steps", "1", "--val-steps", str(val_steps), "--device", "cpu"]
+
+    argv = _known_flags(tree, [*base, "--max-steps", "3", "--val-every", "2"], _quiet_run_flags(scratch, "v1"))
+    shown = f"main([..., '--max-steps', '3', '--val-every', '2', '--val-steps', '{val_steps}'])"
+    with _forward_calls(GPT) as calls:
+        code, out, err = _call_main(tree, argv, shown, "a run")
+    expect(code == 0, f"{shown}: exit status", 0, f"{code} ({(err.strip().splitlines() or [''])[-1]!r})")
+    events, printed = [], []
+    for line in out.splitlines():
+        if m := re.match(r"\s*val(?:idation)?[ _]loss\W*?(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", line, re.IGNORECASE):
+            events.append("val")
+            printed.append(m.group(1))
+        elif m := re.match(r"\s*step\s+(\d+)", line):
+            events.append(f"step {int(m.group(1))}")
+    wanted = ["val", "step 0", "step 1", "val", "step 2", "val"]
+    expect(events == wanted, f"{shown}: printed lines", ", ".join(wanted), ", ".join(events) or "none")
+
+    reference = DataLoaderLite([val_tokens], B, T)
+    batches = [reference.next_batch()[0] for _ in range(val_steps)]
+    evaluations = _evaluations(calls)
+    expect(bool(evaluations), f"{shown}: the model's mode while validating", "eval", "train (no forward in eval mode)")
+    expect(
+        len(evaluations) == 3,
+        f"{shown}: evaluations (model calls in eval mode between training steps)",
+        "3: before steps 0 and 2, and after step 2 (the last)",
+        len(evaluations),
+    )
+    for k, (evaluation, value) in enumerate(zip(evaluations, printed)):
+        what = f"{shown}: evaluation {k + 1}"
+        expect(len(evaluation) == val_steps, f"{what}: model calls", val_steps, len(evaluation))
+        for i, (_, grad, x, _) in enumerate(evaluation):
+            expect(not grad, f"{what}, batch {i}: autograd", "off (torch.no_grad)", "recording")
+            expect(
+                torch.equal(x, batches[i]),
+                f"{what}, batch {i}",
+                f"the validation split's batch {i} (from its start, every time)",
+                "another batch" if x.shape == batches[i].shape else f"inputs of shape {tuple(x.shape)}",
+            )
+        losses = [float(loss) for *_, loss in evaluation if loss is not None]
+        expect(len(losses) == val_steps, f"{what}: losses computed", val_steps, len(losses))
+        mean = sum(losses) / len(losses)
+        decimals = len(value.split(".")[1]) if "." in value else 0
+        expect(
+            abs(float(value) - mean) <= 0.5 * 10**-decimals + 1e-5,
+            f"{what}: the printed validation loss",
+            f"{mean:.4f} (the mean of its {val_steps} batches' losses)",
+            value,
+        )
+
+    argv = _known_flags(tree, [*base, "--max-steps", "1", "--val-every", "0"], _quiet_run_flags(scratch, "v2"))
+    shown = "main([..., '--max-steps', '1', '--val-every', '0'])"
+    code, out, err = _call_main(tree, argv, shown, "a run")
+    expect(code == 0, f"{shown}: exit status", 0, f"{code} ({(err.strip().splitlines() or [''])[-1]!r})")
+    lines = [line for line in out.splitlines() if re.match(r"\s*val(idation)?[ _]loss", line, re.IGNORECASE)]
+    expect(not lines, f"{shown}: validation lines", "none", repr(lines[0]) if lines else "")
+
+    for name, wanted in (("val_every", 250), ("val_steps", 20)):
+        found = getattr(parse_args([]), name, None)
+        expect(found == wanted, f"parse_args([]).{name}", wanted, found)

@@ -1,0 +1,112 @@
+"""The data steps' checks on a learner's tree: plausible mistakes fail with a readable line, and a validation loss
+written differently from ours passes."""
+
+from pathlib import Path
+
+import pytest
+
+from check_tags import checkout
+from walkthrough import checks
+
+
+def edited(history: Path, tag: str, folder: Path, file: str, old: str, new: str) -> Path:
+    """The checkout of `tag` with one text replacement in `file` (which must find `old` exactly once)."""
+    tree = checkout(history, tag, folder)
+    text = (tree / file).read_text()
+    assert text.count(old) == 1, f"{old!r} is not in {tag}:{file} once"
+    (tree / file).write_text(text.replace(old, new))
+    return tree
+
+
+def verdict(tree: Path, slug: str):
+    (result,) = checks.run(tree, [slug])
+    return result
+
+
+def test_fineweb_fails_when_the_eot_follows_each_document(series_history, tmp_path):
+    tree = edited(
+        series_history,
+        "step-22",
+        tmp_path / "tree",
+        "fineweb.py",
+        'tokens = [EOT] + enc.encode_ordinary(document["text"])',
+        'tokens = enc.encode_ordinary(document["text"]) + [EOT]',
+    )
+    result = verdict(tree, "fineweb")
+    assert not result.ok
+    assert result.message.startswith("the shards' tokens, validation shard first: expected <|endoftext|> then")
+    assert "at token 0:" in result.message
+
+
+def test_shards_fails_when_batches_are_int32(series_history, tmp_path):
+    tree = edited(
+        series_history,
+        "step-23",
+        tmp_path / "tree",
+        "train_gpt2.py",
+        "buf = torch.from_numpy(buf.astype(np.int64))",
+        "buf = torch.from_numpy(buf.astype(np.int32))",
+    )
+    result = verdict(tree, "shards")
+    assert not result.ok
+    assert "inputs' dtype: expected torch.int64, found torch.int32" in result.message
+
+
+def test_data_errors_fail_when_main_lets_the_user_error_out(series_history, tmp_path):
+    tree = edited(
+        series_history, "step-25", tmp_path / "tree", "train_gpt2.py", "except UserError as e:", "except KeyError as e:"
+    )
+    result = verdict(tree, "data-errors")
+    assert not result.ok
+    assert (
+        "--data no_such_folder: expected one line on stderr, no traceback, found a traceback ending" in result.message
+    )
+    assert "UserError" in result.message
+
+
+VAL_LOSS = """@torch.no_grad()
+def val_loss(model, loader, steps, device, autocast):
+    \"\"\"Mean loss over the first `steps` batches of the validation split (the same batches every time).\"\"\"
+    model.eval()
+    loader.reset()
+    loss = torch.zeros((), device=device)
+    for _ in range(steps):
+        x, y = loader.next_batch()
+        with autocast():
+            _, batch_loss = model(x.to(device), y.to(device))
+        loss += batch_loss.detach().float() / steps
+    model.train()
+    return loss
+"""
+
+VAL_LOSS_OTHERWISE = """def val_loss(model, loader, steps, device, autocast):
+    was_training = model.training
+    model.train(False)
+    fresh = DataLoaderLite(loader.shards, loader.B, loader.T, loader.rank, loader.world_size)
+    losses = []
+    with torch.inference_mode():
+        for _ in range(steps):
+            x, y = (t.to(device) for t in fresh.next_batch())
+            with autocast():
+                losses.append(model(x, y)[1].float())
+    model.train(was_training)
+    return torch.stack(losses).mean()
+"""
+
+
+@pytest.mark.parametrize(
+    "new, words",
+    [
+        (VAL_LOSS_OTHERWISE, None),  # a fresh loader instead of reset(), inference_mode, one mean at the end
+        (VAL_LOSS.replace("    loader.reset()\n", ""), "evaluation 2, batch 0: expected the validation split's"),
+    ],
+    ids=["written-otherwise", "no-reset"],
+)
+def test_validation(series_history, tmp_path, new, words):
+    tree = edited(series_history, "step-26", tmp_path / "tree", "train_gpt2.py", VAL_LOSS, new)
+    result = verdict(tree, "validation")
+    if words is None:
+        assert result.ok, result.message
+    else:
+        assert not result.ok
+        assert words in result.message, result.message
