@@ -147,5 +147,6 @@ def describe(error: BaseException, tree: Path) -> str:
 
 
 def environment() -> dict[str, str]:
-    """The check process's environment: the user's, with hash seeds fixed and no GPU (the checks are CPU-sized)."""
-    return {**os.environ, "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": ""}
+    """The check process's environment: the user's, with hash seeds fixed and no GPU (the checks are CPU-sized).
+    One thread each: a tiny model gains nothing from more, and the suite runs two checks at once on two cores."""
+    return {**os.environ, "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
