@@ -1,0 +1,174 @@
+"""benchmarks/gpu_acceptance.py: its CPU smoke mode end to end (every phase, every code path), and the parts that only
+decide things on a GPU (the part's peak, the GPU counts, the estimate), with faked devices and figures."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from test_train import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_acceptance as ga  # noqa: E402
+
+SCRIPT = ROOT / "benchmarks" / "gpu_acceptance.py"
+KNOWN_DEFECTS = {"ddp: SIGTERM to the torchrun agent"}  # issue 13, defect 4: train_gpt2.py's to fix, in a series step
+
+
+def test_smoke_mode_runs_every_phase(tmp_path, series_history):
+    out = tmp_path / "acceptance.json"
+    argv = [sys.executable, str(SCRIPT), "--smoke", "--out", str(out), "--work", str(tmp_path / "work")]
+    proc = subprocess.run(
+        [*argv, "--history", str(series_history)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["complete"] and report["smoke"]
+    rows = {row["check"]: row for row in report["rows"]}
+    failing = {check for check, row in rows.items() if row["status"] not in ("ok", "info")}
+    assert failing <= KNOWN_DEFECTS, [rows[check] for check in failing]
+    assert proc.returncode == (1 if failing else 0), proc.stderr
+    assert [row["phase"] for row in report["rows"]] == sorted(
+        (row["phase"] for row in report["rows"]), key=ga.ORDER.index
+    )
+    assert {row["phase"] for row in report["rows"]} == set(ga.ORDER)
+
+    # the ladder: its steps found by Step-Id in the history, the first and the last run and timed
+    assert rows["ladder: rungs run"]["measured"].startswith("2 of 7")
+    ladder = [row for row in report["rows"] if row["phase"] == "ladder" and "details" in row]
+    assert [row["details"]["slug"] for row in ladder] == ["preset", "weight-decay"]  # the step before tf32, and fused
+    assert all(row["details"]["ms_per_step"] > 0 and row["details"]["own_dt_ms"] is None for row in ladder[:1])
+    assert ladder[1]["details"]["own_dt_ms"] > 0  # step 18 prints its own dt, step 10 does not
+
+    # the final run: B=8 fails as out of memory (simulated), so B=4 is the largest that fits
+    assert rows["final: B=8"]["measured"] == "out of memory"
+    assert rows["final: largest B that fits"]["measured"] == "B=4"
+    assert rows["final: throughput (B=4, T=32, 256 tokens/step)"]["details"]["tok_per_s"] > 0
+    assert rows["final: MFU"]["measured"] == "unknown: a CPU"
+    assert rows["final: peak memory, eager (B=4)"]["details"]["gib"] > 0
+
+    # resume: bitwise on CPU, stopped inside an evaluation step
+    resumed = rows["resume: losses against the uninterrupted run"]
+    assert resumed["status"] == "ok" and resumed["details"]["max_train_difference"] == 0
+    # SIGTERM at step 4's validation line: the step finishes (a busy machine may let one more start)
+    assert re.match(r"stopped at step [56] ", rows["resume: SIGTERM during an evaluation step"]["measured"])
+    assert rows["resume: longest time between two stop checks"]["status"] == "ok"
+
+    # DDP: two gloo processes against the final run; the torchrun agent's SIGTERM still leaves a checkpoint
+    assert rows["ddp: 2 processes (gloo) against one"]["details"]["max_loss_difference"] <= 1e-5
+    assert rows["ddp: SIGTERM to the torchrun agent"]["details"]["checkpoint"]
+    assert "(an estimate)" in rows["estimate: the 19,073-step run on 8 x cpu"]["measured"]
+
+    table = proc.stdout[proc.stdout.index("\ncheck ") :]
+    assert all(check in table for check in rows)
+
+
+@pytest.mark.parametrize(
+    "name, sms, part, tflops",
+    [
+        ("NVIDIA H100 80GB HBM3", 132, "H100 SXM", 989),  # the SXM part's name says neither SXM nor PCIe
+        ("NVIDIA H100 PCIe", 114, "H100 PCIe", 756),
+        ("NVIDIA H100 NVL", 132, "H100 NVL", 835),
+        ("NVIDIA H200", 132, "H200 SXM", 989),
+        ("NVIDIA H200 NVL", 132, "H200 NVL", 835),
+        ("NVIDIA GH200 480GB", 132, "GH200", 989),
+        ("NVIDIA H800", 132, "H800 SXM", 989),
+        ("NVIDIA H800 PCIe", 114, "H800 PCIe", 756),
+        ("NVIDIA A100-SXM4-80GB", 108, "A100", 312),
+        ("NVIDIA A100-PCIE-40GB", 108, "A100", 312),
+        ("NVIDIA A100 80GB PCIe", 108, "A100", 312),
+        ("NVIDIA A800-SXM4-80GB", 108, "A800", 312),
+    ],
+)
+def test_peak_of_each_known_part(name, sms, part, tflops):
+    found, peak = ga.peak_bf16(name, sms)
+    assert (found.name, peak) == (part, tflops * 1e12)
+
+
+@pytest.mark.parametrize(
+    "name, sms, why",
+    [
+        ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", 42, "MIG slice"),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 16, "MIG slice"),
+        ("NVIDIA H100 80GB HBM3", 66, "has 66 SMs"),  # a slice that does not say so
+        ("NVIDIA H100", 114, "has 114 SMs"),  # a PCIe part by its SMs, whatever its name: never the SXM peak
+        ("NVIDIA L40S", 142, "no dense bf16 peak known"),
+        ("NVIDIA B200", 148, "no dense bf16 peak known"),
+        ("NVIDIA GeForce RTX 4090", 128, "no dense bf16 peak known"),
+    ],
+)
+def test_peak_unknown(name, sms, why):
+    found, reason = ga.peak_bf16(name, sms)
+    assert found is None and why in reason
+
+
+def test_gpu_counts_and_ddp_processes():
+    assert ga.gpu_counts_not_dividing() == [3, 5, 6, 7, *range(9, 17)]
+    used = [ga.ddp_processes(524288, 64, 1024, gpus) for gpus in range(1, 9)]
+    assert used == [1, 2, 2, 4, 4, 4, 4, 8]
+
+
+def final_run_lines(basis):
+    """The lines of a final run as train_gpt2.py prints them on a GPU, its MFU basis naming its peak."""
+    return [(0.0, basis), (1.0, "step     0 | loss 10.9 | lr 8e-07 | norm 1.0 | dt 1000.0ms | tok/sec 524288")]
+
+
+@pytest.mark.parametrize(
+    "name, sms, theirs, status",
+    [
+        ("NVIDIA H100 80GB HBM3", 132, 989, "ok"),
+        ("NVIDIA H100 PCIe", 114, 989, "FAIL"),  # train_gpt2.py's substring lookup gives PCIe the SXM peak
+        ("NVIDIA H800", 132, None, "FAIL"),  # ... and knows no H800
+    ],
+)
+def test_mfu_row_against_train_gpt2s_peak(tmp_path, name, sms, theirs, status):
+    plan = ga.make_plan(smoke=False, gpus=1)
+    part, _ = ga.peak_bf16(name, sms)
+    device = {"name": name, "part": part.name, "peak_tflops": part.tflops, "peak_reason": None}
+    report = ga.Report(tmp_path / "r.json", plan, device)
+    basis = f"mfu: 0.851 GFLOPs per token against 1 x {theirs} TFLOPS ({name})" if theirs else "mfu: unknown, ..."
+    run = ga.Run([], 0, final_run_lines(basis), "", 1.0, False)
+    ga.mfu_row(plan, report, run, tok_s=400_000)
+    (row,) = report.rows
+    assert row["status"] == status
+    # 6N + 12 L C T FLOPs per token for GPT-2 124M with the padded vocabulary, at T=1024 (train_gpt2.flops_per_token)
+    n_params = 124_475_904 - 1024 * 768  # without the position embeddings
+    per_token = 6 * n_params + 12 * 12 * 768 * 1024
+    assert row["details"]["flops_per_token"] == per_token
+    assert row["details"]["mfu"] == pytest.approx(400_000 * per_token / (part.tflops * 1e12), abs=1e-4)
+
+
+def test_estimate_from_what_was_measured(tmp_path):
+    plan = ga.make_plan(smoke=False, gpus=8)
+    device = {"name": "NVIDIA H100 80GB HBM3", "part": "H100 SXM"}
+    hours = {}
+    for measured in [{"tok_s": 400e3}, {"tok_s": 400e3, "ddp_tok_s": 760e3, "ddp_nproc": 2}]:
+        report = ga.Report(tmp_path / "r.json", plan, device)
+        report.measured.update(measured)
+        ga.estimate(plan, report)
+        (row,) = report.rows
+        hours[len(measured)] = row["details"]["hours"]
+        assert "(an estimate)" in row["measured"] and "8 x H100 SXM" in row["check"]
+    tokens = 19073 * 524288
+    assert hours[1] == pytest.approx(tokens / (8 * 400e3) / 3600, abs=0.01)  # perfect scaling assumed
+    assert hours[3] == pytest.approx(tokens / (8 * 400e3 * 0.95) / 3600, abs=0.01)  # 2 GPUs scaled 95%
+    report = ga.Report(tmp_path / "r.json", plan, device)
+    report.measured.update(tok_s=400e3, ddp_tok_s=3.0e6, ddp_nproc=8)
+    ga.estimate(plan, report)
+    assert report.rows[0]["details"]["tok_per_s"] == 3.0e6  # 8 GPUs measured: no scaling assumed
+
+
+def test_mistakes_are_one_line(tmp_path):
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--skip", "everything"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "invalid choice" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    if torch.cuda.is_available():
+        return
+    out = tmp_path / "r.json"
+    no_gpu = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], capture_output=True, text=True)
+    assert no_gpu.returncode == 1 and no_gpu.stderr.strip().splitlines() == [
+        "gpu_acceptance.py: error: no CUDA GPU here: `--smoke` runs the same checks on CPU with a tiny model"
+    ]
+    assert not out.exists()
