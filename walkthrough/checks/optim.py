@@ -1,3 +1,440 @@
-"""Checks for the optim steps."""
+"""Checks for the optimization steps: AdamW's betas and clipping, the learning-rate schedule, weight decay, gradient
+accumulation, and DistributedDataParallel (2 gloo ranks on the CPU against 1 process).
 
-from .core import check, expect  # noqa: F401
+Most of them run the learner's `main([...flags])` in this process on a tiny model (2 layers, 16 channels, a
+vocabulary of 1,024) and a small text made of common words, watching every `optimizer.step()` through PyTorch's
+global step hook: what the optimizer holds then (betas, lr, weight decay, the gradients after clipping) is what the
+step's code did, however it is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import math
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .core import CheckFailed, check, expect, expect_close, expect_tensors_close
+
+# A tiny model on the CPU; the preset supplies the rest (B=8, T=64, and from step 19 on 512 tokens a step).
+# The corpus only uses tokens below 1,024, so the vocabulary (and every logit) can stay small.
+TINY = ("--preset", "cpu", "--device", "cpu", "--n-layer", "2", "--n-head", "2", "--n-embd", "16")
+WORDS = (
+    "the of and to in a is that for it as with was on be by he at this are from or an have not but his they which "
+    "one you were all we"
+).split()
+
+
+def corpus(tree) -> Path:
+    """A small text of common English words (each one GPT-2 token below 1,024), written once per check process."""
+    path = tree.scratch() / "words.txt"
+    if not path.exists():
+        pick = random.Random(0)
+        words = (" " + pick.choice(WORDS) + (".\n" if pick.random() < 0.1 else "") for _ in range(6000))
+        path.write_text("".join(words), encoding="utf-8")
+    return path
+
+
+# Flags that later steps add, passed only to a script that knows them: they keep a check's run as small as it is at
+# its own step (no validation, samples or HellaSwag; a fresh log folder each time, since a run never writes over
+# another). A script that refuses the small vocabulary (its prompt's tokens, or a check of its own) gets its default.
+LATER = (
+    ("--vocab-size", "1024"),
+    ("--val-every", "0"),
+    ("--sample-every", "0"),
+    ("--hellaswag-every", "0"),
+    ("--log-dir", None),
+)
+RUNS = itertools.count(1)
+HIDDEN = {"--device", "--n-layer", "--n-head", "--n-embd", "--data", *(flag for flag, _ in LATER)}
+
+
+def accepts(tree, flags: list[str]) -> bool:
+    """Whether the tree's parse_args takes these flags (argparse exits on one it does not know)."""
+    parse_args = getattr(tree.module("train_gpt2"), "parse_args", None)
+    if parse_args is None:
+        return False
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            parse_args(flags)
+        except (SystemExit, Exception):
+            return False
+    return True
+
+
+def tiny(tree, *flags: str) -> list[str]:
+    """The flags of a check's run: the tiny model on the word corpus, then the check's own `flags`."""
+    chosen = [*TINY, "--data", str(corpus(tree))]
+    for flag, value in LATER:
+        if value is None:  # a folder of its own for every run
+            value = str(tree.scratch() / f"log-{next(RUNS)}")
+        if accepts(tree, [*chosen, flag, value]):
+            chosen += [flag, value]
+    return [*chosen, *flags]
+
+
+def shown(flags) -> str:
+    """The flags as the learner reads them: the tiny model, the corpus's scratch path and the like left out."""
+    flags, out = list(flags), []
+    while flags:
+        flag = flags.pop(0)
+        if flag in HIDDEN:
+            flags.pop(0)
+        else:
+            out.append(flag)
+    return " ".join(out)
+
+
+@dataclass
+class Step:
+    """What the optimizer held when its step() was called."""
+
+    groups: list[dict]  # per parameter group: lr, betas, eps, weight_decay, and the dims of its tensors
+    grad_norm: float  # the global norm of the gradients it is about to apply (after any clipping)
+    grads: object  # those gradients, flattened into one tensor
+
+
+@dataclass
+class Run:
+    text: str  # what the run printed
+    steps: list[Step] = field(default_factory=list)
+
+    def lines(self) -> dict[int, list[str]]:
+        """step number -> the printed 'step N | ...' lines for it (a correct run prints each once)."""
+        found: dict[int, list[str]] = {}
+        for match in re.finditer(r"^step\s+(\d+)\b(.*)$", self.text, re.M):
+            found.setdefault(int(match.group(1)), []).append(match.group(2))
+        return found
+
+    def value(self, step: int, name: str) -> float:
+        """The number after `name` ("loss", "norm") on step `step`'s printed line."""
+        lines = self.lines().get(step)
+        expect(bool(lines), f"the printed line of step {step}", f"'step {step} | loss ... | norm ...'", "none")
+        match = re.search(rf"\b{name}\s+([-+0-9.eE]+|nan|inf)", lines[0])
+        expect(match is not None, f"step {step}'s printed line", f"a '{name} <number>' field", lines[0].strip())
+        return float(match.group(1))
+
+
+def snapshot(optimizer) -> Step:
+    import torch
+
+    groups = [
+        {
+            "lr": float(group["lr"]),
+            "betas": tuple(float(b) for b in group.get("betas", ())),
+            "eps": group.get("eps"),
+            "weight_decay": float(group.get("weight_decay", 0.0)),
+            "dims": [p.dim() for p in group["params"]],
+        }
+        for group in optimizer.param_groups
+    ]
+    grads = [
+        p.grad.detach().float().flatten() for g in optimizer.param_groups for p in g["params"] if p.grad is not None
+    ]
+    flat = torch.cat(grads) if grads else torch.zeros(0)
+    return Step(groups, float(flat.norm()), flat.clone())
+
+
+def train_here(tree, flags: list[str]) -> Run:
+    """`python train_gpt2.py FLAGS`, run as the learner's `main(FLAGS)` in this process, recording every
+    optimizer.step(). A flag the script does not know (argparse's exit) fails with argparse's own line."""
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    main = tree.name("train_gpt2", "main")
+    out, err = io.StringIO(), io.StringIO()
+    run = Run("")
+    handle = register_optimizer_step_pre_hook(lambda optimizer, args, kwargs: run.steps.append(snapshot(optimizer)))
+    threads, argv = torch.get_num_threads(), sys.argv
+    torch.set_num_threads(1)  # a tiny model: one thread is as fast, and never fights the other checks for the CPU
+    sys.argv = ["train_gpt2.py", *flags]  # argparse names the script in its errors
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(flags)
+            except SystemExit as exit:
+                code = exit.code
+    finally:
+        handle.remove()
+        torch.set_num_threads(threads)
+        sys.argv = argv
+    run.text = out.getvalue()
+    if code not in (0, None):
+        last = (err.getvalue().strip().splitlines() or ["no message"])[-1]
+        raise CheckFailed(f"python train_gpt2.py {shown(flags)}: expected it to run, found exit {code} ({last})")
+    return run
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ranks(tree, flags: list[str], nproc: int = 2, timeout: float = 90) -> Run:
+    """`torchrun --nproc_per_node=2 train_gpt2.py FLAGS`, started as torchrun starts it: one `python train_gpt2.py`
+    per rank with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (without torchrun's own agent
+    process, which would cost one more start of torch). What every rank printed, in rank order."""
+    command = f"torchrun --nproc_per_node={nproc} train_gpt2.py {shown(flags)}"
+    for attempt in range(2):  # a second time only if another program took the free port before rank 0 bound it
+        texts, failed, taken = launch(tree, flags, nproc, timeout, command, attempt)
+        if not taken:
+            break
+    expect(not failed, command, "every rank to run", "; ".join(failed))
+    return Run("".join(texts))
+
+
+def launch(tree, flags, nproc, timeout, command, attempt):
+    """Start the ranks and wait for them: (what each printed, one line per failed rank, whether the port was taken)."""
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+    env.update(WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
+    started = []
+    for rank in range(nproc):
+        out = open(tree.scratch() / f"rank{rank}-{attempt}.out", "w+")
+        err = open(tree.scratch() / f"rank{rank}-{attempt}.err", "w+")
+        process = subprocess.Popen(
+            [sys.executable, "train_gpt2.py", *flags],
+            cwd=tree.path,
+            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdout=out,
+            stderr=err,
+        )
+        started.append((process, out, err))
+    deadline = time.monotonic() + timeout
+    try:
+        for process, _, _ in started:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+    except subprocess.TimeoutExpired:
+        raise CheckFailed(f"{command}: expected it to finish, found it running after {timeout:g} s") from None
+    finally:
+        for process, _, _ in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    texts, failed, taken = [], [], False
+    for rank, (process, out, err) in enumerate(started):
+        out.seek(0), err.seek(0)
+        texts.append(out.read())
+        errors = err.read()
+        out.close(), err.close()
+        if process.returncode != 0:
+            taken = taken or "address already in use" in errors.lower()
+            lines = [line.strip() for line in errors.splitlines() if line.strip()]
+            named = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b|.*error:", line)]
+            failed.append(f"rank {rank} exit {process.returncode}: {(named or lines or ['no message'])[-1]}")
+    return texts, failed, taken
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# ---- step 16: AdamW's betas, and gradient clipping
+
+
+@check("betas-clip", "train_gpt2.main", "--preset cpu", "--max-steps", "the printed norm")
+def betas_clip(tree):
+    """The run's AdamW uses GPT-3's betas (0.9, 0.95) and eps 1e-8, and every update is clipped to a gradient norm of
+    at most 1.0: the gradients the optimizer applies have norm min(1, the norm printed on that step's line), which is
+    the norm before clipping."""
+    flags = tiny(tree, "--max-steps", "4")
+    run = train_here(tree, flags)
+    expect(len(run.steps) == 4, f"optimizer steps in `train_gpt2.py {shown(flags)}`", 4, len(run.steps))
+    for group in run.steps[0].groups:
+        expect(group["betas"] == (0.9, 0.95), "AdamW's betas", (0.9, 0.95), group["betas"])
+        expect(group["eps"] == 1e-8, "AdamW's eps", 1e-8, group["eps"])
+    printed = [run.value(step, "norm") for step in range(4)]
+    expect(
+        max(printed) > 1.0,
+        "the norms printed in 4 steps of the tiny model",
+        "the norms before clipping (some above 1.0)",
+        ", ".join(f"{norm:.4f}" for norm in printed),
+    )
+    for step, (norm, applied) in enumerate(zip(printed, run.steps)):
+        expect_close(
+            f"the gradient norm optimizer.step() applies at step {step} (printed norm {norm:.4f})",
+            min(norm, 1.0),
+            applied.grad_norm,
+            rel=2e-4,
+            abs_=2e-4,
+        )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# ---- step 17: learning-rate warmup and cosine decay
+
+
+def schedule(step, max_lr, min_lr, warmup_steps, max_steps):
+    """The narration's schedule, worked out here as the check's oracle."""
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    if step >= max_steps:
+        return min_lr
+    progress = (step - warmup_steps) / (max_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * progress)) / 2
+
+
+@check("lr-schedule", "train_gpt2.get_lr", "--max-lr", "--min-lr-ratio", "--warmup-steps", "--max-steps")
+def lr_schedule(tree):
+    """get_lr rises linearly from max_lr / warmup_steps to max_lr over the warmup, follows half a cosine down to min_lr
+    at max_steps, and stays at min_lr after it; and the run sets that rate on every parameter group before each
+    optimizer.step()."""
+    get_lr = tree.name("train_gpt2", "get_lr")
+    settings = [
+        (dict(max_lr=3e-3, min_lr=3e-4, warmup_steps=5, max_steps=20), [0, 1, 4, 5, 6, 10, 15, 19, 20, 35]),
+        (dict(max_lr=1.0, min_lr=0.25, warmup_steps=3, max_steps=11), [0, 2, 3, 5, 7, 10, 11, 12]),
+    ]
+    for kwargs, steps in settings:
+        for step in steps:
+            spelled = ", ".join(f"{k}={v:g}" for k, v in kwargs.items())
+            expect_close(f"get_lr({step}, {spelled})", schedule(step, **kwargs), get_lr(step, **kwargs), 1e-6, 1e-12)
+
+    flags = tiny(tree, "--max-lr", "2e-3", "--min-lr-ratio", "0.25", "--warmup-steps", "2", "--max-steps", "5")
+    run = train_here(tree, flags)
+    expect(len(run.steps) == 5, f"optimizer steps in `train_gpt2.py {shown(flags)}`", 5, len(run.steps))
+    for step, taken in enumerate(run.steps):
+        expected = schedule(step, 2e-3, 5e-4, 2, 5)
+        for group in taken.groups:
+            what = f"the lr of every parameter group at step {step} of `train_gpt2.py {shown(flags)}`"
+            expect_close(what, expected, group["lr"], 1e-6, 1e-12)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# ---- step 18: weight decay groups, and fused AdamW
+
+
+@check("weight-decay", "train_gpt2.GPT.configure_optimizers", "--weight-decay")
+def weight_decay(tree):
+    """configure_optimizers returns an AdamW whose groups decay every tensor of two or more dimensions (matmul weights,
+    embeddings) and no 1-D tensor (biases, LayerNorm), each parameter in exactly one group, fused only for CUDA; and
+    the run trains with it, at a decay of 0.1 by default."""
+    import torch
+
+    GPT, GPTConfig = tree.name("train_gpt2", "GPT"), tree.name("train_gpt2", "GPTConfig")
+    tree.name("train_gpt2", "GPT.configure_optimizers")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=64, vocab_size=1024, n_layer=2, n_head=2, n_embd=32))
+    call = "configure_optimizers(weight_decay=0.05, learning_rate=6e-4, device_type='cpu')"
+    optimizer = model.configure_optimizers(weight_decay=0.05, learning_rate=6e-4, device_type="cpu")
+    expect(
+        isinstance(optimizer, torch.optim.AdamW), f"{call}'s optimizer", "torch.optim.AdamW", type(optimizer).__name__
+    )
+    where: dict[int, list[dict]] = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            where.setdefault(id(p), []).append(group)
+        expect_close(f"{call}: a group's lr", 6e-4, group["lr"])
+        expect(tuple(group["betas"]) == (0.9, 0.95), f"{call}: a group's betas", (0.9, 0.95), tuple(group["betas"]))
+    for name, p in model.named_parameters():
+        groups = where.pop(id(p), [])
+        expect(len(groups) == 1, f"{call}: the groups holding {name}", "exactly one", len(groups))
+        expected = 0.05 if p.dim() >= 2 else 0.0
+        found = groups[0]["weight_decay"]
+        expect(found == expected, f"{call}: the weight decay of {name} ({p.dim()}-D)", expected, found)
+    expect(not where, f"{call}: tensors in its groups", "only the model's parameters", f"{len(where)} others")
+    expect(not optimizer.defaults.get("fused"), f"{call}: fused", "off on the CPU", optimizer.defaults.get("fused"))
+    cuda = model.configure_optimizers(weight_decay=0.05, learning_rate=6e-4, device_type="cuda")
+    expect(
+        cuda.defaults.get("fused") is True,
+        "configure_optimizers(..., device_type='cuda'): fused",
+        True,
+        cuda.defaults.get("fused"),
+    )
+
+    flags = tiny(tree, "--max-steps", "1")
+    run = train_here(tree, flags)
+    expect(len(run.steps) == 1, f"optimizer steps in `train_gpt2.py {shown(flags)}`", 1, len(run.steps))
+    for group in run.steps[0].groups:
+        for dim in set(group["dims"]):
+            expected = 0.1 if dim >= 2 else 0.0
+            what = f"the weight decay the run applies to {dim}-D tensors (default --weight-decay)"
+            expect(group["weight_decay"] == expected, what, expected, group["weight_decay"])
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# ---- step 19: gradient accumulation
+
+
+@check("grad-accum", "--total-batch", "--batch-size/-B", "the printed loss and norm")
+def grad_accum(tree):
+    """--total-batch 512 with -B 4 (two micro-batches of 4 × 64) takes the same steps as one batch of 8 × 64: the same
+    printed loss and gradient norm, and the same gradients at optimizer.step(), because each micro-batch's loss is
+    divided by the number of micro-steps."""
+    steps = "2"
+    whole = train_here(tree, tiny(tree, "-B", "8", "--total-batch", "512", "--max-steps", steps))
+    for B, micro in (("4", 2), ("2", 4)):
+        flags = tiny(tree, "-B", B, "--total-batch", "512", "--max-steps", steps)
+        parts = train_here(tree, flags)
+        what = f"`train_gpt2.py {shown(flags)}` ({micro} micro-steps)"
+        expect(len(parts.steps) == len(whole.steps), f"optimizer steps in {what}", len(whole.steps), len(parts.steps))
+        for step in range(int(steps)):
+            for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
+                expected, found = whole.value(step, name), parts.value(step, name)
+                expect_close(
+                    f"the printed {name} at step {step} of {what} (against one batch of 8)",
+                    expected,
+                    found,
+                    tolerance,
+                    tolerance,
+                )
+            expect_tensors_close(
+                f"the gradients at optimizer.step() at step {step} of {what}",
+                whole.steps[step].grads,
+                parts.steps[step].grads,
+                atol=1e-6,
+                rtol=1e-4,
+            )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# ---- steps 20 and 21: DistributedDataParallel, and where the sync flag goes
+
+
+def ranks_against_one(tree, B: int, steps: int = 3) -> None:
+    """2 gloo ranks, each on micro-batches of B × 64, against one process with the same flags (so twice the
+    micro-steps): only rank 0 prints, the same loss and gradient norm at every step, replicas that end identical."""
+    own = ("-B", str(B), "--total-batch", "512", "--max-steps", str(steps))
+    two = ranks(tree, tiny(tree, *own))
+    one = train_here(tree, tiny(tree, *own))
+    micro = 512 // (B * 64 * 2)
+    under = f"2 ranks ({micro} micro-step{'s' if micro > 1 else ''} of B={B} each)"
+    lines = two.lines()
+    for step in range(steps):
+        count = len(lines.get(step, []))
+        expect(count == 1, f"step {step}'s printed line with {under}", "once (only rank 0 prints)", f"{count} times")
+    for step in range(steps):
+        for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
+            expected, found = one.value(step, name), two.value(step, name)
+            what = f"the {name} at step {step} with {under}, against 1 process on the same 512 tokens"
+            expect_close(what, expected, found, tolerance, tolerance)
+    match = re.search(r"replicas differ by at most\s+([-+0-9.eE]+|nan|inf)", two.text)
+    expect(
+        match is not None,
+        f"what rank 0 prints at the end with {under}",
+        "'replicas differ by at most ...'",
+        "no such line",
+    )
+    drift = float(match.group(1))
+    expect(drift == 0.0, f"the largest weight difference between the ranks with {under}", 0.0, f"{drift:.3e}")
+
+
+@check("ddp", "torchrun --nproc_per_node=2 train_gpt2.py --device cpu", "train_gpt2.replica_drift", "the printed loss")
+def ddp(tree):
+    """Under torchrun, 2 processes (gloo on the CPU) train one model: each rank reads its own slice of the batch, DDP
+    averages their gradients, only rank 0 prints, and every step's loss and gradient norm equal one process
+    accumulating the same 512 tokens; the replicas end bit for bit the same."""
+    ranks_against_one(tree, B=4)
+
+
+@check("grad-sync", "torchrun --nproc_per_node=2 train_gpt2.py --device cpu", "model.require_backward_grad_sync")
+def grad_sync(tree):
+    """With 2 micro-steps on each of 2 ranks, the gradients are averaged over the ranks once, for the whole
+    accumulated batch (the sync flag is set before the last micro-step's forward, where DDP reads it): every step
+    equals one process's on the same 512 tokens, and the replicas never drift apart."""
+    ranks_against_one(tree, B=2)

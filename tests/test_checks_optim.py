@@ -1,0 +1,148 @@
+"""The optimization steps' checks on a learner's tree: correct solutions written differently from ours pass (the
+schedule as one expression, DDP's no_sync() instead of the flag), plausible mistakes fail with a readable line."""
+
+from pathlib import Path
+
+from check_tags import checkout
+from walkthrough import checks
+
+
+def edited(history: Path, tag: str, folder: Path, *edits: tuple[str, str]) -> Path:
+    """The checkout of `tag` with text replacements in train_gpt2.py (each `old` must be there exactly once)."""
+    tree = checkout(history, tag, folder)
+    script = tree / "train_gpt2.py"
+    text = script.read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, f"{old!r} is not in {tag}:train_gpt2.py once"
+        text = text.replace(old, new)
+    script.write_text(text)
+    return tree
+
+
+def verdict(tree: Path, slug: str):
+    (result,) = checks.run(tree, [slug])
+    return result
+
+
+SCHEDULE = """\
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    if step >= max_steps:
+        return min_lr
+    decay_ratio = (step - warmup_steps) / (max_steps - warmup_steps)  # 0 -> 1
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # 1 -> 0
+    return min_lr + coeff * (max_lr - min_lr)
+"""
+
+
+def test_lr_schedule_passes_written_as_one_expression(series_history, tmp_path):
+    one_expression = """\
+    progress = min(1.0, (step - warmup_steps) / (max_steps - warmup_steps))
+    return max_lr * (step + 1) / warmup_steps if step < warmup_steps else \\
+        min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * progress)) / 2
+"""
+    tree = edited(series_history, "step-17", tmp_path / "tree", (SCHEDULE, one_expression))
+    result = verdict(tree, "lr-schedule")
+    assert result.ok, result.message
+
+
+def test_lr_schedule_fails_when_the_warmup_starts_at_zero(series_history, tmp_path):
+    tree = edited(
+        series_history,
+        "step-17",
+        tmp_path / "tree",
+        ("return max_lr * (step + 1) / warmup_steps", "return max_lr * step / warmup_steps"),
+    )
+    result = verdict(tree, "lr-schedule")
+    assert not result.ok
+    assert result.message == (
+        "get_lr(0, max_lr=0.003, min_lr=0.0003, warmup_steps=5, max_steps=20): expected 0.0006, found 0"
+    )
+
+
+def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path):
+    clip = "        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+    clip += "  # bounds the step a bad batch can take\n"
+    step = "        optimizer.step()\n"
+    tree = edited(series_history, "step-16", tmp_path / "tree", (clip + step, step + clip))
+    result = verdict(tree, "betas-clip")
+    assert not result.ok
+    assert result.message.startswith("the gradient norm optimizer.step() applies at step 0 (printed norm 1.2")
+    assert ": expected 1, found 1.2" in result.message
+
+
+def test_weight_decay_fails_when_1d_tensors_decay(series_history, tmp_path):
+    tree = edited(
+        series_history,
+        "step-18",
+        tmp_path / "tree",
+        ("decay = [p for p in params if p.dim() >= 2]", "decay = [p for p in params if p.dim() >= 1]"),
+        ("no_decay = [p for p in params if p.dim() < 2]", "no_decay = [p for p in params if p.dim() < 1]"),
+    )
+    result = verdict(tree, "weight-decay")
+    assert not result.ok
+    assert result.message.endswith("the weight decay of transformer.h.0.ln_1.weight (1-D): expected 0.0, found 0.05")
+
+
+def test_grad_accum_fails_when_only_the_printed_loss_is_divided(series_history, tmp_path):
+    tree = edited(
+        series_history,
+        "step-19",
+        tmp_path / "tree",
+        (
+            "            loss = loss / grad_accum_steps\n            loss_accum += loss.detach()\n",
+            "            loss_accum += loss.detach() / grad_accum_steps\n",
+        ),
+    )
+    result = verdict(tree, "grad-accum")
+    assert not result.ok
+    assert result.message.startswith("the printed norm at step 0 of `train_gpt2.py --preset cpu -B 4 --total-batch 512")
+    assert "(2 micro-steps) (against one batch of 8)" in result.message
+
+
+def test_ddp_fails_when_every_rank_reads_the_same_batches(series_history, tmp_path):
+    tree = edited(
+        series_history,
+        "step-20",
+        tmp_path / "tree",
+        (
+            "DataLoaderLite(args.data, B, T, rank, world_size)",
+            "DataLoaderLite(args.data, B, T)",
+        ),
+    )
+    result = verdict(tree, "ddp")
+    assert not result.ok
+    assert result.message.startswith("the loss at step 0 with 2 ranks (1 micro-step of B=4 each), against 1 process")
+
+
+def test_grad_sync_passes_with_no_sync(series_history, tmp_path):
+    """DDP's own no_sync() context around the forward and backward of every micro-step but the last."""
+    flag = """\
+            if ddp:
+                # all-reduce gradients on the last micro-step only; set before the forward, which arms DDP's hooks
+                model.require_backward_grad_sync = micro_step == grad_accum_steps - 1
+            with autocast():
+                _, loss = model(x, y)
+            # cross_entropy averages over B*T tokens; dividing by the micro-steps makes the sum an average too
+            loss = loss / grad_accum_steps
+            loss_accum += loss.detach()
+            loss.backward()
+"""
+    no_sync = """\
+            last = micro_step == grad_accum_steps - 1
+            with model.no_sync() if ddp and not last else contextlib.nullcontext():
+                with autocast():
+                    _, loss = model(x, y)
+                loss = loss / grad_accum_steps
+                loss_accum += loss.detach()
+                loss.backward()
+"""
+    tree = edited(
+        series_history,
+        "step-21",
+        tmp_path / "tree",
+        (flag, no_sync),
+        ("import argparse\n", "import argparse\nimport contextlib\n"),
+    )
+    result = verdict(tree, "grad-sync")
+    assert result.ok, result.message
