@@ -1,3 +1,471 @@
-"""Checks for the speed steps."""
+"""Checks for the speed steps: the CPU preset, TF32 and the step clock, bf16 autocast, torch.compile, flash
+attention and the padded vocabulary.
 
-from .core import check, expect  # noqa: F401
+Most of these steps change how `train_gpt2.py` runs rather than what it computes, so their checks run the learner's
+`main([...])` in this process, on a tiny model (`--preset cpu` shrunk by flags, a slice of tiny shakespeare, a step or
+two), and watch it from outside: a forward hook on every module sees the GPT's outputs, an optimizer hook sees the
+optimizer, and `torch.compile` or `F.scaled_dot_product_attention` is wrapped while the run lasts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+from .core import CheckFailed, check, expect, expect_close, expect_tensors_close
+
+RUNS = itertools.count()  # the runs' own folders, in the scratch folder: run-0, run-1, ...
+
+# a model small enough that a training step takes a fraction of a second on one CPU core
+TINY_MODEL = ("--n-layer", "2", "--n-head", "2", "--n-embd", "32")
+
+
+def tiny_text(tree) -> str:
+    """The first 40,000 characters of the tree's tiny shakespeare (about 12,000 tokens), as a file in the scratch
+    folder: enough for batches and a validation split, and quick to tokenize."""
+    path = tree.scratch() / "tiny-shakespeare.txt"
+    if not path.exists():
+        source = tree.path / "input.txt"
+        if not source.is_file():
+            raise CheckFailed(f"input.txt: expected tiny shakespeare in {tree.path.name}/, found no such file")
+        path.write_text(source.read_text(encoding="utf-8")[:40_000], encoding="utf-8")
+    return str(path)
+
+
+@contextlib.contextmanager
+def as_script(folder=None):
+    """sys.argv[0] as `python train_gpt2.py` would have it, so that argparse's errors name the script; with a
+    folder, run there (what a run writes, such as later steps' log folders, lands in the scratch folder)."""
+    saved, cwd = sys.argv[0], os.getcwd()
+    sys.argv[0] = "train_gpt2.py"
+    if folder is not None:
+        os.chdir(folder)
+    try:
+        yield
+    finally:
+        sys.argv[0] = saved
+        os.chdir(cwd)
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One call of the GPT's forward, as the hook saw it."""
+
+    logits: object  # dtype
+    shape: tuple  # the logits' shape: (B, T, vocab_size)
+    loss: float | None  # its value, when targets were given
+    training: bool  # a training forward: the module in train mode, a loss that backward can run through
+
+
+@dataclass
+class Run:
+    """What one in-process training run showed: the GPT's forward calls, the optimizer, what it printed."""
+
+    flags: tuple[str, ...]
+    model: object = None  # the GPT whose forward ran (the last one seen)
+    forwards: list[Forward] = field(default_factory=list)
+    optimizer: object = None  # the optimizer that stepped (the last one seen)
+    stdout: str = ""
+
+    @property
+    def shown(self) -> str:
+        return f"train_gpt2.main(--preset cpu, a 2-layer model, {' '.join(self.flags) or 'no other flags'})"
+
+    def vocabulary(self) -> str:
+        """The logits' last dimension, as one number (or every one seen)."""
+        return ", ".join(str(size) for size in sorted({forward.shape[-1] for forward in self.forwards}))
+
+
+def train_run(tree, *flags: str, steps: int = 1, batch: tuple[int, int] = (2, 16)) -> Run:
+    """`main([...])` of the tree's train_gpt2 with `--preset cpu`, a 2-layer 32-channel model on CPU, `steps`
+    steps of (B, T) = `batch`, then `flags` (they win); an argparse error or a non-zero exit is a one-line failure."""
+    import torch
+    from torch.nn.modules.module import register_module_forward_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    main = tree.name("train_gpt2", "main")
+    GPT = tree.name("train_gpt2", "GPT")
+    B, T = batch
+    argv = ["--preset", "cpu", "--device", "cpu", "--data", tiny_text(tree), *TINY_MODEL]
+    argv += ["--batch-size", str(B), "--seq-len", str(T), "--max-steps", str(steps), *flags]
+    run = Run(tuple(flags))
+
+    def on_forward(module, inputs, output):
+        if isinstance(module, GPT) and isinstance(output, tuple) and torch.is_tensor(output[0]):
+            logits, loss = output[0], output[1] if len(output) > 1 else None
+            lossy = torch.is_tensor(loss)
+            training = module.training and lossy and loss.requires_grad
+            run.forwards.append(Forward(logits.dtype, tuple(logits.shape), loss.item() if lossy else None, training))
+            run.model = module
+
+    def on_step(optimizer, args, kwargs):
+        run.optimizer = optimizer
+
+    out, err = io.StringIO(), io.StringIO()
+    folder = tree.scratch() / f"run-{next(RUNS)}"
+    folder.mkdir()
+    hooks = [register_module_forward_hook(on_forward), register_optimizer_step_post_hook(on_step)]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), as_script(folder):
+            try:
+                code = main(argv)
+            except SystemExit as exit:  # argparse's error for a flag it does not know, or the learner's exit
+                code = exit.code
+    finally:
+        for hook in hooks:
+            hook.remove()
+    run.stdout = out.getvalue()
+    if code not in (None, 0):
+        last = (err.getvalue().strip().splitlines() or ["nothing on stderr"])[-1]
+        raise CheckFailed(f"{run.shown}: expected it to run, found exit status {code}: {last}")
+    expect(bool(run.forwards), f"{run.shown}", "GPT.forward to run", "no call of a GPT's forward")
+    return run
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@check("preset", "train_gpt2.parse_args", "--preset cpu")
+def preset(tree):
+    """`--preset cpu` swaps the lecture's GPU-sized defaults (12 layers, 768 channels, T=1024) for a small model
+    that trains on a laptop (4 layers, 4 heads, 128 channels, batches of 8 × 64, lr 3e-3, 20 steps), and any flag
+    you give still wins over the preset, before or after it on the command line."""
+    parse_args = tree.name("train_gpt2", "parse_args")
+
+    def parse(*argv):
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), as_script():
+                return parse_args(list(argv))
+        except SystemExit as exit:
+            last = (err.getvalue().strip().splitlines() or [f"exit status {exit.code}"])[-1]
+            raise CheckFailed(f"parse_args({list(argv)}): expected it to parse, found: {last}") from None
+
+    def learning_rate(args):  # `--lr` here; later steps call it `--max-lr`
+        return getattr(args, "lr", getattr(args, "max_lr", None))
+
+    small = parse("--preset", "cpu")
+    cpu = dict(n_layer=4, n_head=4, n_embd=128, batch_size=8, seq_len=64, max_steps=20)
+    found = {name: getattr(small, name, None) for name in cpu}
+    expect(found == cpu, "parse_args(['--preset', 'cpu'])", cpu, found)
+    expect_close("parse_args(['--preset', 'cpu'])'s learning rate", 3e-3, learning_rate(small) or math.nan)
+
+    after = parse("--preset", "cpu", "--max-steps", "3", "-T", "32")
+    found = (after.max_steps, after.seq_len, after.n_layer)
+    expect(
+        found == (3, 32, 4),
+        "parse_args(['--preset', 'cpu', '--max-steps', '3', '-T', '32']): (max_steps, seq_len, n_layer)",
+        (3, 32, 4),
+        found,
+    )
+    before = parse("--n-layer", "2", "-B", "2", "--preset", "cpu")
+    found = (before.n_layer, before.batch_size, before.n_head)
+    expect(
+        found == (2, 2, 4),
+        "parse_args(['--n-layer', '2', '-B', '2', '--preset', 'cpu']): (n_layer, batch_size, n_head)",
+        (2, 2, 4),
+        found,
+    )
+
+    plain = parse()
+    gpu = dict(n_layer=12, n_head=12, n_embd=768, seq_len=1024)
+    found = {name: getattr(plain, name, None) for name in gpu}
+    expect(found == gpu, "parse_args([]) (the lecture's GPU run)", gpu, found)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def tf32_setting() -> str:
+    """The float32 matmul precision as torch reports it: "high" means TF32 (whichever API switched it on)."""
+    import torch
+
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:  # set through the newer per-backend API: ask the CUDA matmuls directly
+        return {"tf32": "high", "ieee": "highest"}.get(torch.backends.cuda.matmul.fp32_precision, "unknown")
+
+
+STEP_LINE = re.compile(r"^step\s+(\d+)\b.*?\bdt\s*[:=]?\s*([0-9.]+)\s*ms.*?tok/sec\s*[:=]?\s*([0-9.]+)", re.M)
+MEAN_LINE = re.compile(r"^.*\bmean\b.*?([0-9.]+)\s*ms", re.M | re.I)
+
+
+@check(
+    "tf32",
+    "train_gpt2.main",
+    "torch.set_float32_matmul_precision",
+    "step lines: dt …ms | tok/sec …",
+    "mean step after the first: …ms",
+)
+def tf32(tree):
+    """A training run switches float32 matmuls to TF32 (`torch.get_float32_matmul_precision()` is "high"
+    afterwards), and times itself: every step prints its time `dt` in ms and its throughput, the tokens it trained on
+    / dt, and the run ends with the mean step time after the first (the first pays for warm-up)."""
+    import torch
+
+    torch.set_float32_matmul_precision("highest")
+    run = train_run(tree, steps=2)
+    setting = tf32_setting()
+    expect(setting == "high", "torch.get_float32_matmul_precision() after a training run", "'high'", repr(setting))
+
+    steps = STEP_LINE.findall(run.stdout)
+    last = " / ".join(run.stdout.strip().splitlines()[-2:])
+    expect(
+        len(steps) == 2,
+        f"{run.shown}'s step lines ('step N | … | dt …ms | tok/sec …')",
+        2,
+        f"{len(steps)}" + ("" if steps else f" in: {last!r}"),
+    )
+    trained = [math.prod(forward.shape[:-1]) for forward in run.forwards if forward.training]
+    tokens = sum(trained) / len(steps)  # the tokens the GPT's training forwards read, per step
+    for n, dt, rate in steps:
+        seconds = float(dt) / 1000  # tok/sec may be printed as a whole number: allow its rounding (half a token/s)
+        expect_close(
+            f"step {n}'s tok/sec × dt (the tokens one step trains on)",
+            tokens,
+            float(rate) * seconds,
+            rel=0.03,
+            abs_=0.5 * seconds + 0.5,
+        )
+    means = MEAN_LINE.findall(run.stdout)
+    expect(bool(means), f"{run.shown}'s last line", "the mean step time after the first, in ms", f"{last!r}")
+    dts = [float(dt) for _, dt, _ in steps]
+    after_first = sum(dts[1:]) / len(dts[1:])
+    expect_close("the mean step time after the first (ms)", after_first, float(means[-1]), rel=0.05, abs_=0.5)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@check("bf16", "train_gpt2.main", "--dtype bfloat16", "--device cpu", "GPT.forward")
+def bf16(tree):
+    """With `--dtype bfloat16` the forward pass runs under bf16 autocast (the logits come out bfloat16, the loss
+    within rounding of float32's) while the weights, their gradients and AdamW's moments stay float32; on a CPU the
+    default is plain float32."""
+    import torch
+
+    plain = train_run(tree)
+    dtypes = ", ".join(sorted({str(forward.logits) for forward in plain.forwards}))
+    expect(
+        dtypes == "torch.float32", f"{plain.shown}'s logits (float32 is the default on a CPU)", "torch.float32", dtypes
+    )
+
+    run = train_run(tree, "--dtype", "bfloat16")
+    dtypes = ", ".join(sorted({str(forward.logits) for forward in run.forwards}))
+    expect(dtypes == "torch.bfloat16", f"{run.shown}'s logits", "torch.bfloat16 (autocast)", dtypes)
+    expect_close(
+        "the first loss under bf16 autocast (against float32's)",
+        plain.forwards[0].loss,
+        run.forwards[0].loss,
+        rel=0,
+        abs_=0.05,
+    )
+
+    wrong = [(name, p.dtype) for name, p in run.model.named_parameters() if p.dtype != torch.float32]
+    expect(not wrong, f"{run.shown}: the model's weights", "float32", ", ".join(f"{n} {d}" for n, d in wrong[:2]))
+    grads = [(name, p.grad.dtype) for name, p in run.model.named_parameters() if p.grad is not None]
+    expect(bool(grads), f"{run.shown}: the weights' gradients after the step", "gradients", "none")
+    wrong = [(name, dtype) for name, dtype in grads if dtype != torch.float32]
+    expect(not wrong, f"{run.shown}: the gradients", "float32", ", ".join(f"{n} {d}" for n, d in wrong[:2]))
+    expect(run.optimizer is not None, f"{run.shown}", "an optimizer step", "none")
+    moments = [
+        (key, value.dtype)
+        for state in run.optimizer.state.values()
+        for key, value in state.items()
+        if torch.is_tensor(value) and value.dim() > 0
+    ]
+    expect(bool(moments), f"{run.shown}: the optimizer's state", "AdamW's moments", "no state")
+    wrong = {f"{key} {dtype}" for key, dtype in moments if dtype != torch.float32}
+    expect(not wrong, f"{run.shown}: the optimizer's moments", "float32", ", ".join(sorted(wrong)))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Compiled:
+    """One call of the stand-in `torch.compile`: the module it was given (or whose call it was given, as
+    `module.compile()` does it), and how many times what it returned was called."""
+
+    module: object
+    runs: int = 0
+
+
+@contextlib.contextmanager
+def fake_compile():
+    """`torch.compile` replaced while the block runs: each call is recorded, and what it returns runs the model
+    eagerly and counts its calls (compiling for real on a CPU takes far longer than a check may). Given a module, it
+    returns a wrapper that, like torch's own compiled module, holds it as `_orig_mod` and passes attributes
+    through; given a function (`module.compile()` hands over the module's call), a counting function."""
+    import torch
+
+    calls: list[Compiled] = []
+
+    class CompiledModule(torch.nn.Module):
+        def __init__(self, model, record):
+            super().__init__()
+            self._orig_mod = model
+            self._record = record
+
+        def forward(self, *args, **kwargs):
+            self._record.runs += 1
+            return self._orig_mod(*args, **kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self._orig_mod, name)
+
+    def compile(model=None, *args, **options):
+        if isinstance(model, torch.nn.Module):
+            record = Compiled(model)
+            calls.append(record)
+            return CompiledModule(model, record)
+        record = Compiled(getattr(model, "__self__", model))
+        calls.append(record)
+
+        def counted(*args, **kwargs):
+            record.runs += 1
+            return model(*args, **kwargs)
+
+        return counted
+
+    real = torch.compile
+    torch.compile = compile
+    try:
+        yield calls
+    finally:
+        torch.compile = real
+
+
+@check("compile", "train_gpt2.main", "--compile", "--no-compile", "torch.compile")
+def compile_(tree):
+    """`--compile` hands the GPT to `torch.compile` and trains the compiled model it returns; `--no-compile`
+    does not compile, and neither does a CPU run by default (compiling pays off on a GPU)."""
+    GPT = tree.name("train_gpt2", "GPT")
+    with fake_compile() as calls:
+        run = train_run(tree, "--compile")
+    compiled = [record for record in calls if isinstance(record.module, GPT)]
+    expect(
+        bool(compiled),
+        f"{run.shown}: torch.compile",
+        "called with the GPT",
+        f"called with {[type(record.module).__name__ for record in calls]}" if calls else "no call",
+    )
+    expect(
+        sum(record.runs for record in compiled) > 0,
+        f"{run.shown}: what torch.compile returned",
+        "called in training",
+        "never called (the uncompiled model was trained)",
+    )
+
+    for flags in [("--no-compile",), ()]:
+        with fake_compile() as calls:
+            run = train_run(tree, *flags)
+        expect(not calls, f"{run.shown}: torch.compile", "no call", f"{len(calls)} call{'s' * (len(calls) != 1)}")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def causal_attention(x, attention, n_head):
+    """Multi-head causal self-attention computed by hand in float64 from the module's own c_attn and c_proj: scores
+    q·k / sqrt(head size), the future masked out, a softmax, a weighted sum of the values, the heads side by side."""
+    import torch
+
+    x = x.double()
+    B, T, C = x.shape
+    qkv = x @ attention.c_attn.weight.double().T + attention.c_attn.bias.double()
+    q, k, v = (part.view(B, T, n_head, C // n_head).transpose(1, 2) for part in qkv.split(C, dim=2))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(C // n_head)
+    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    y = (weights @ v).transpose(1, 2).reshape(B, T, C)
+    return y @ attention.c_proj.weight.double().T + attention.c_proj.bias.double()
+
+
+@check(
+    "flash",
+    "train_gpt2.GPTConfig",
+    "train_gpt2.CausalSelfAttention",
+    "CausalSelfAttention.c_attn",
+    "CausalSelfAttention.c_proj",
+    "F.scaled_dot_product_attention",
+)
+def flash(tree):
+    """`CausalSelfAttention` computes its attention with one call of `F.scaled_dot_product_attention`, and the
+    result equals causal softmax attention written out by hand: every position attends to itself and the positions
+    before it, never to the future, with the scores scaled by 1/sqrt(head size)."""
+    import torch
+    import torch.nn.functional as F
+
+    config = tree.name("train_gpt2", "GPTConfig")(n_layer=2, n_head=4, n_embd=32, block_size=16, vocab_size=64)
+    torch.manual_seed(0)
+    attention = tree.name("train_gpt2", "CausalSelfAttention")(config).eval()
+    with torch.no_grad():  # random biases too, so that a forgotten bias shows
+        for module in (attention.c_attn, attention.c_proj):
+            module.bias.normal_(0, 0.1)
+    x = torch.randn(2, 8, 32)  # T = 8, shorter than the block size
+
+    real, calls = F.scaled_dot_product_attention, []
+
+    def recorded(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    module = tree.module("train_gpt2")
+    aliases = [name for name, value in vars(module).items() if value is real]  # `from ... import` it directly
+    F.scaled_dot_product_attention = recorded
+    for name in aliases:
+        setattr(module, name, recorded)
+    try:
+        with torch.no_grad():
+            y = attention(x)
+    finally:
+        F.scaled_dot_product_attention = real
+        for name in aliases:
+            setattr(module, name, real)
+    expect(bool(calls), "CausalSelfAttention.forward", "a call of F.scaled_dot_product_attention", "none")
+    expect_tensors_close(
+        "CausalSelfAttention(x) (T=8, 4 heads) against causal attention by hand",
+        causal_attention(x, attention, config.n_head),
+        y,
+        atol=1e-5,
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@check("vocab", "train_gpt2.main", "--vocab-size", "train_gpt2.GPTConfig", "--pretrained", "GPT.from_pretrained")
+def vocab(tree):
+    """A model trained from scratch has a vocabulary padded to 50,304 (393 × 128) by default, `--vocab-size` sets
+    another, `GPTConfig` keeps the tokenizer's 50,257, and `--pretrained` still builds a model of the checkpoint's
+    own 50,257 rows."""
+    run = train_run(tree)
+    expect(
+        run.vocabulary() == "50304",
+        f"{run.shown}: the logits' last dimension (the vocabulary)",
+        50304,
+        run.vocabulary(),
+    )
+    found = tree.name("train_gpt2", "GPTConfig")().vocab_size
+    expect(found == 50257, "GPTConfig().vocab_size (the tokenizer's own)", 50257, found)
+
+    run = train_run(tree, "--vocab-size", "50257")
+    expect(run.vocabulary() == "50257", f"{run.shown}: the logits' last dimension", 50257, run.vocabulary())
+
+    run = train_run(tree, "--pretrained", str(tree.tiny_gpt2()))
+    expect(
+        run.vocabulary() == "50257",
+        f"{run.shown}: the logits' last dimension (the checkpoint's vocabulary)",
+        50257,
+        run.vocabulary(),
+    )

@@ -1,0 +1,97 @@
+"""The speed steps' checks (walkthrough/checks/speed.py) on edited checkouts of the series: correct changes written
+differently from ours pass, plausible mistakes fail with a line that names them.
+
+Trees at the vocabulary step, one process each: one with three correct alternatives (the causal mask built
+with `torch.tril` and passed to scaled_dot_product_attention, TF32 switched on through `allow_tf32`, the model
+compiled in place with `model.compile()`); and four mistakes, in two trees: the preset overriding the flags in
+one, three others (each in a different step's code) in the other.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from check_tags import checkout
+from walkthrough import checks
+
+
+def edit(tree: Path, old: str, new: str, file: str = "train_gpt2.py") -> None:
+    """Replace the one occurrence of `old` in the tree's file with `new`."""
+    path = tree / file
+    text = path.read_text()
+    assert text.count(old) == 1, f"{old!r} is not in {file} exactly once"
+    path.write_text(text.replace(old, new))
+
+
+def results(tree: Path, slugs: list[str]) -> dict[str, checks.Result]:
+    return {result.slug: result for result in checks.run(tree, slugs)}
+
+
+@pytest.fixture(scope="module")
+def alternatives(series_history, tmp_path_factory) -> dict[str, checks.Result]:
+    tree = checkout(series_history, "step-15", tmp_path_factory.mktemp("alternatives"))
+    edit(
+        tree,
+        "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+        "mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))  # True: may attend\n"
+        "        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)",
+    )
+    edit(tree, 'torch.set_float32_matmul_precision("high")', "torch.backends.cuda.matmul.allow_tf32 = True")
+    edit(tree, "model = torch.compile(model)", "model.compile()")
+    return results(tree, ["flash", "tf32", "compile"])
+
+
+@pytest.mark.parametrize("slug", ["flash", "tf32", "compile"])
+def test_a_correct_change_written_differently_passes(alternatives, slug):
+    assert alternatives[slug].ok, alternatives[slug].message
+
+
+@pytest.fixture(scope="module")
+def mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
+    # the preset applied after parsing: it overrides the flags instead of giving them defaults (a tree of its own:
+    # the other checks' runs shrink the preset by flags, which this mistake would ignore)
+    tree = checkout(series_history, "step-15", tmp_path_factory.mktemp("mistake"))
+    edit(
+        tree,
+        "    args, _ = p.parse_known_args(argv)\n"
+        "    if args.preset:\n"
+        "        p.set_defaults(**PRESETS[args.preset])\n"
+        "    return p.parse_args(argv)",
+        "    args = p.parse_args(argv)\n"
+        "    if args.preset:\n"
+        "        vars(args).update(PRESETS[args.preset])\n"
+        "    return args",
+    )
+    found = results(tree, ["preset"])
+
+    tree = checkout(series_history, "step-15", tmp_path_factory.mktemp("mistakes"))
+    # the model itself cast to bfloat16 for a bf16 run, instead of autocast alone
+    edit(
+        tree,
+        "else GPT(config)).to(device)",
+        'else GPT(config)).to(device, torch.bfloat16 if dtype == "bfloat16" else torch.float32)',
+    )
+    # the compiled model dropped: the eager one is trained
+    edit(tree, "model = torch.compile(model)", "torch.compile(model)")
+    # causality forgotten: every position sees the whole sequence
+    edit(tree, "is_causal=True", "is_causal=False")
+    return found | results(tree, ["bf16", "compile", "flash"])
+
+
+@pytest.mark.parametrize(
+    "slug, words",
+    [
+        (
+            "preset",
+            "'--max-steps', '3', '-T', '32']): (max_steps, seq_len, n_layer): expected (3, 32, 4), found (20, 64",
+        ),
+        ("bf16", "the model's weights: expected float32, found transformer."),
+        ("compile", "what torch.compile returned: expected called in training, found never called"),
+        ("flash", "against causal attention by hand: expected equal values"),
+    ],
+)
+def test_a_plausible_mistake_fails_with_one_readable_line(mistakes, slug, words):
+    result = mistakes[slug]
+    assert not result.ok
+    assert words in result.message, result.message
+    assert "\n" not in result.message
