@@ -23,7 +23,7 @@ for slug in sys.argv[2:]:
         with contextlib.redirect_stdout(io.StringIO()):  # what the learner's code prints is not the verdict
             CHECKS[slug].function(folder)
         ok, message = True, ""
-    except Exception as error:  # the learner's code may raise anything: it is the answer, not a crash
+    except (Exception, SystemExit) as error:  # the learner's code may raise (or exit): it is the answer, not a crash
         ok, message = False, describe(error, tree)
     result = {"slug": slug, "ok": ok, "message": message, "seconds": round(time.perf_counter() - start, 2)}
     print(json.dumps(result), flush=True)

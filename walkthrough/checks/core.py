@@ -135,6 +135,8 @@ def describe(error: BaseException, tree: Path) -> str:
     """An exception as one line: a check's own verdict as it is; anything else with where in the tree it happened."""
     if isinstance(error, CheckFailed):
         return str(error)
+    if isinstance(error, SystemExit):  # argparse on an unknown flag, or the learner's own sys.exit
+        return f"the code exited with status {error.code} where the check expected it to carry on"
     import traceback
 
     where = ""
