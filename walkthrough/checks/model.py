@@ -1,6 +1,25 @@
-"""Checks for the steps that build the model: from the skeleton to GPT-2's initialisation."""
+"""Checks for the steps that build the model: from the skeleton to GPT-2's initialisation.
 
-from .core import check, expect
+The model steps are checked against oracles: transformers' own GPT-2 (`GPT2LMHeadModel`) loaded from the same small
+checkpoint, torch's own cross-entropy, and the tokenizer's own ids. The checkpoint is a small random GPT-2 whose
+weights are spread wider than a fresh initialisation (LayerNorm gains and biases included), so that a skipped
+tensor, a missing transpose, an exact GELU or a wrong attention scale all move the logits well beyond rounding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import re
+
+from .core import CheckFailed, check, describe, expect, expect_close, expect_tensors_close
+
+VOCAB = 50257  # GPT-2's vocabulary: every check builds models with it, whatever a later step's default is
+TINY = dict(n_layer=2, n_head=2, n_embd=32)  # the small model most checks build (3.3M parameters, all in wte)
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")  # stored (in, out)
+PROMPT = "Hello, I'm a language model,"
+SHAKESPEARE = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"  # 25 tokens
 
 
 def gpt2_parameters(n_layer, n_embd, vocab_size, block_size, tied):
@@ -10,6 +29,422 @@ def gpt2_parameters(n_layer, n_embd, vocab_size, block_size, tied):
     block = 2 * 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C)
     embeddings = vocab_size * C + block_size * C
     return embeddings + n_layer * block + 2 * C + (0 if tied else vocab_size * C)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def varied_gpt2(tree):
+    """The `tiny_gpt2()` checkpoint with every tensor redrawn wider (matrices and embeddings std 0.2, biases std 0.1,
+    LayerNorm gains 1 ± 0.2), saved by transformers: a checkpoint where every tensor and every detail of the forward
+    pass shows in the logits. Returns the folder and transformers' model loaded from it (eval mode)."""
+    import torch
+    from transformers import GPT2LMHeadModel
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # its bars on stderr are no part of a verdict
+    folder = tree.scratch() / "tiny-gpt2-varied"
+    if not folder.exists():
+        model = GPT2LMHeadModel.from_pretrained(tree.tiny_gpt2())
+        generator = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for name, p in model.named_parameters():  # wte and lm_head are one tensor: drawn once
+                noise = torch.randn(p.shape, generator=generator)
+                if p.dim() > 1:
+                    p.copy_(0.2 * noise)
+                elif ".ln_" in name and name.endswith(".weight"):
+                    p.copy_(1 + 0.2 * noise)
+                else:
+                    p.copy_(0.1 * noise)
+        model.save_pretrained(folder)
+    return folder, GPT2LMHeadModel.from_pretrained(folder).eval()
+
+
+def has_forward(GPT):
+    """Fail unless GPT defines its own forward (nn.Module's placeholder raises an unreadable error)."""
+    import torch
+
+    forward = getattr(GPT, "forward", None)
+    expect(
+        forward is not None and forward is not torch.nn.Module.forward,
+        "train_gpt2.GPT.forward",
+        "a forward method",
+        "none (only nn.Module's placeholder)",
+    )
+
+
+def logits_of(model, idx):
+    """The logits of model(idx), whether forward returns them alone (step 2) or as (logits, loss) (from step 5)."""
+    out = model(idx)
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def small_gpt(tree, seed=0, **sizes):
+    """The learner's GPT built from GPTConfig: the tiny sizes unless given, GPT-2's vocabulary, seeded."""
+    import torch
+
+    config = dict(block_size=64, vocab_size=VOCAB, **TINY)
+    config.update(sizes)
+    GPT, GPTConfig = tree.name("train_gpt2", "GPT"), tree.name("train_gpt2", "GPTConfig")
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(**config))
+
+
+def printed_losses(output: str) -> list[float]:
+    """The number after 'loss' on every printed line that has one."""
+    found = []
+    for line in output.splitlines():
+        match = re.search(r"\bloss\b\D*?(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", line)
+        if match:
+            found.append(float(match.group(1)))
+    return found
+
+
+@contextlib.contextmanager
+def working_folder(path):
+    """Run with `path` as the working folder (the learner's script opens input.txt relative to it)."""
+    import os
+
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# step 1 to 9
+
+
+@check("skeleton", "train_gpt2.GPTConfig", "train_gpt2.GPT", "GPT.from_pretrained(folder)", "GPT.state_dict")
+def skeleton(tree):
+    """`GPTConfig()` holds GPT-2 124M's sizes, and `GPT.from_pretrained` loads a GPT-2 checkpoint saved by
+    transformers into our `GPT`: the same names as OpenAI's tensors, every tensor copied, the four Conv1D matrices
+    transposed into nn.Linear's (out, in) layout, and the model's sizes taken from the checkpoint."""
+    import torch
+
+    GPTConfig = tree.name("train_gpt2", "GPTConfig")
+    GPT = tree.name("train_gpt2", "GPT")
+    sizes = ("block_size", "vocab_size", "n_layer", "n_head", "n_embd")
+    default = GPTConfig()
+    found = ", ".join(f"{name}={getattr(default, name, None)}" for name in sizes)
+    expected = "block_size=1024, vocab_size=50257, n_layer=12, n_head=12, n_embd=768"
+    expect(found == expected, "GPTConfig()'s sizes", f"GPT-2 124M's ({expected})", found)
+
+    folder, reference = varied_gpt2(tree)
+    from_pretrained = tree.name("train_gpt2", "GPT.from_pretrained")
+    model = from_pretrained(str(folder))
+    expect(isinstance(model, GPT), "GPT.from_pretrained(folder)", "a GPT", type(model).__name__)
+    ours, theirs = model.state_dict(), reference.state_dict()
+    missing = [key for key in theirs if key not in ours]
+    expect(
+        not missing,
+        "GPT's state_dict",
+        "every name of GPT-2's checkpoint",
+        f"no {', '.join(missing[:2])}{', ...' if len(missing) > 2 else ''} ({len(missing)} missing)",
+    )
+    extra = [name for name, _ in model.named_parameters(remove_duplicate=False) if name not in theirs]
+    expect(not extra, "GPT's parameters", "only the names of GPT-2's checkpoint", f"also {', '.join(extra[:2])}")
+    for key, value in theirs.items():
+        if key.endswith(CONV1D):
+            value = value.t()  # transformers keeps OpenAI's (in, out) layout; nn.Linear holds (out, in)
+        mine = ours[key]
+        expect(tuple(mine.shape) == tuple(value.shape), f"{key}'s shape", tuple(value.shape), tuple(mine.shape))
+        if not torch.equal(mine.detach().cpu().float(), value.float()):
+            hint = " (copied without the transpose?)" if key.endswith(CONV1D) else ""
+            raise CheckFailed(f"GPT.from_pretrained: {key}: expected the checkpoint's values, found others{hint}")
+
+
+@check("forward", "GPT.from_pretrained(folder)", "GPT.forward(idx)")
+def forward(tree):
+    """`GPT.forward(idx)` computes GPT-2's function: on the same checkpoint, its logits for random tokens equal
+    transformers' GPT2LMHeadModel's to float32 rounding, and it is causal, so changing a token never changes the
+    logits at the positions before it."""
+    import torch
+
+    GPT = tree.name("train_gpt2", "GPT")
+    has_forward(GPT)
+    folder, reference = varied_gpt2(tree)
+    model = GPT.from_pretrained(str(folder)).eval()
+    for B, T in ((2, 48), (1, 64)):  # fewer tokens than the checkpoint's 64 positions, and all of them
+        idx = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(T))
+        what = f"GPT.forward(idx)'s logits for ({B}, {T}) tokens"
+        with torch.no_grad():
+            try:
+                logits = logits_of(model, idx)
+            except Exception as error:
+                raise CheckFailed(
+                    f"{what} (block_size 64): expected logits, found {describe(error, tree.path)}"
+                ) from None
+            expect(tuple(logits.shape) == (B, T, VOCAB), what, (B, T, VOCAB), tuple(logits.shape))
+            changed = idx.clone()
+            changed[:, 40] = (idx[:, 40] + 1) % VOCAB
+            worst = (logits_of(model, changed)[:, :40] - logits[:, :40]).abs().max().item()
+            expect(
+                worst <= 1e-5,
+                "the logits at positions 0..39 after changing token 40",
+                "unchanged (a position may not look at later tokens)",
+                f"a change of {worst:.3g}",
+            )
+            expected = reference(idx).logits
+        expect_tensors_close(f"{what}, against transformers' GPT-2", expected, logits, atol=1e-4)
+
+
+def among_top(model, out, start, k, block_size, call):
+    """Every token of `out` from position `start` on is one of the k most likely after the block_size tokens
+    before it."""
+    import torch
+
+    with torch.no_grad():
+        for t in range(start, out.size(1)):
+            last = logits_of(model, out[:, max(0, t - block_size) : t])[:, -1, :]
+            for row in range(out.size(0)):
+                token = out[row, t].item()
+                rank = int((last[row] > last[row, token]).sum().item()) + 1
+                expect(
+                    rank <= k,
+                    f"{call}: token {t} of row {row}",
+                    f"one of the {k} most likely next tokens (reading at most {block_size} back)",
+                    f"token {token}, ranked {rank}",
+                )
+
+
+@check("sampling", "GPT.generate(idx, max_new_tokens, top_k=50, generator=None)")
+def sampling(tree):
+    """`GPT.generate(idx, max_new_tokens, top_k, generator)` keeps the prompts and appends max_new_tokens tokens, each
+    drawn at random among the top_k most likely next tokens, reading at most block_size tokens back; a seeded
+    `torch.Generator` makes the samples repeatable without touching torch's global random state."""
+    import torch
+
+    tree.name("train_gpt2", "GPT.generate")
+    model = small_gpt(tree, block_size=16).eval()
+    prompt = torch.randint(0, VOCAB, (3, 4), generator=torch.Generator().manual_seed(0))
+    call = "GPT.generate(prompt of (3, 4), 8, top_k=5, generator=g)"
+    state = torch.get_rng_state()
+    out = model.generate(prompt, 8, top_k=5, generator=torch.Generator().manual_seed(42))
+    expect(tuple(out.shape) == (3, 12), f"{call}'s shape", (3, 12), tuple(out.shape))
+    expect(torch.equal(out[:, :4], prompt), f"{call}'s first 4 tokens", "the prompt, unchanged", "other tokens")
+    expect(torch.equal(torch.get_rng_state(), state), f"torch's global random state after {call}", "untouched", "used")
+    among_top(model, out, 4, 5, 16, call)
+    again = model.generate(prompt, 8, top_k=5, generator=torch.Generator().manual_seed(42))
+    expect(torch.equal(again, out), f"{call} twice with g seeded alike", "the same samples", "different ones")
+    rows = model.generate(prompt[:1].repeat(5, 1), 6, top_k=50, generator=torch.Generator().manual_seed(0))
+    distinct = len({tuple(row.tolist()) for row in rows})
+    expect(distinct > 1, "5 continuations of one prompt with top_k=50", "different samples", "5 identical rows")
+
+    prompt = torch.randint(0, VOCAB, (2, 14), generator=torch.Generator().manual_seed(1))
+    call = "GPT.generate(prompt of (2, 14), 6, top_k=5, generator=g) with block_size 16"
+    try:
+        out = model.generate(prompt, 6, top_k=5, generator=torch.Generator().manual_seed(42))
+    except Exception as error:  # a model fed more than block_size tokens fails in its own way: say why
+        raise CheckFailed(
+            f"{call}: expected it to read the last 16 tokens, found {describe(error, tree.path)}"
+        ) from None
+    expect(tuple(out.shape) == (2, 20), f"{call}'s shape", (2, 20), tuple(out.shape))
+    among_top(model, out, 14, 5, 16, call)
+
+
+@check("device", "python train_gpt2.py --device cpu --num-samples N --max-length L")
+def device(tree):
+    """`python train_gpt2.py --device cpu` puts the model on the CPU and, without `--pretrained`, samples from a
+    randomly initialised GPT-2 124M, offline: `--num-samples 2 --max-length 10` prints two continuations of
+    "Hello, I'm a language model,"."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may download: fail fast if the script tries
+    args = ("train_gpt2.py", "--device", "cpu", "--num-samples", "2", "--max-length", "10")
+    command = "python " + " ".join(args)
+    done = tree.run(*args)
+    last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
+    expect(done.returncode == 0, command, "exit status 0", f"{done.returncode} ({last})")
+    samples = [line for line in done.stdout.splitlines() if PROMPT in line]
+    expect(len(samples) == 2, f"{command}'s output", f"2 lines continuing {PROMPT!r}", f"{len(samples)}")
+
+
+@check("first-loss", "input.txt", "GPT.forward(idx, targets) -> (logits, loss)")
+def first_loss(tree):
+    """`input.txt` holds tiny shakespeare, and `GPT.forward(idx, targets)` returns (logits, loss): the mean
+    cross-entropy of the targets, equal to torch's own on the flattened logits. On the text's first batch (inputs,
+    and targets shifted by one) a new model's loss is near ln(50257) ≈ 10.82: it guesses roughly uniformly."""
+    import tiktoken
+    import torch
+    import torch.nn.functional as F
+
+    path = tree.path / "input.txt"
+    expect(path.is_file(), "input.txt", "tiny shakespeare", "no file")
+    text = path.read_text(encoding="utf-8")
+    expect(len(text) == 1_115_394, "input.txt", "tiny shakespeare's 1,115,394 characters", f"{len(text):,}")
+    has_forward(tree.name("train_gpt2", "GPT"))
+    B, T = 4, 32
+    buf = torch.tensor(tiktoken.get_encoding("gpt2").encode(text[:1000])[: B * T + 1])
+    x, y = buf[:-1].view(B, T), buf[1:].view(B, T)
+    model = small_gpt(tree, seed=1337)
+    try:
+        out = model(x, y)
+    except TypeError as error:
+        raise CheckFailed(
+            f"GPT.forward(idx, targets): expected it to take the targets, found TypeError: {error}"
+        ) from None
+    pair = isinstance(out, (tuple, list)) and len(out) == 2
+    expect(pair, "GPT.forward(idx, targets)", "(logits, loss)", type(out).__name__)
+    logits, loss = out
+    expect(
+        tuple(logits.shape) == (B, T, VOCAB), "GPT.forward(idx, targets)'s logits", (B, T, VOCAB), tuple(logits.shape)
+    )
+    expect(
+        torch.is_tensor(loss) and loss.dim() == 0, "GPT.forward(idx, targets)'s loss", "a 0-d tensor", repr(loss)[:60]
+    )
+    expected = F.cross_entropy(logits.detach().reshape(-1, VOCAB), y.reshape(-1))
+    expect_close("GPT.forward(idx, targets)'s loss, against F.cross_entropy of its logits", expected, loss.detach())
+    expect(
+        abs(loss.item() - math.log(VOCAB)) < 0.5,
+        "the loss at init on the first batch",
+        f"near ln(50257) = {math.log(VOCAB):.4f}",
+        f"{loss.item():.4f}",
+    )
+    loss.backward()
+    frozen = [name for name, p in model.named_parameters() if p.grad is None]
+    expect(not frozen, "loss.backward()", "a gradient for every parameter", f"none for {frozen[:2]}")
+
+
+def call_main(tree, argv, folder):
+    """The learner's `main(argv)` run in `folder`; what it printed. An exit other than 0 is the check's failure."""
+    main = tree.name("train_gpt2", "main")
+    printed, errors = io.StringIO(), io.StringIO()
+    parse_args = getattr(tree.module("train_gpt2"), "parse_args", None)
+    with contextlib.suppress(SystemExit), contextlib.redirect_stderr(errors):
+        known = vars(parse_args(list(argv))) if parse_args else {}
+        if "total_batch" in known:  # from gradient accumulation on (step 19): one micro-batch a step, not 2**19 tokens
+            argv = (*argv, "--total-batch", str(known["batch_size"] * known["seq_len"]))
+    shown = "main([" + ", ".join(repr(a) for a in argv[:4]) + ", ...])"
+    try:
+        with working_folder(folder), contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+            main(list(argv))
+    except SystemExit as exit:
+        if exit.code not in (0, None):
+            last = (errors.getvalue().strip().splitlines() or [str(exit.code)])[-1]
+            raise CheckFailed(
+                f"train_gpt2.{shown}: expected it to run, found exit status {exit.code} ({last})"
+            ) from None
+    return printed.getvalue()
+
+
+@check("overfit", "train_gpt2.main(argv)", "--n-layer", "--n-head", "--n-embd", "--lr", "--max-steps", "-B", "-T")
+def overfit(tree):
+    """`train_gpt2.main([flags])` trains a model of the size the flags ask for with AdamW, printing the loss at every
+    step. On one small batch of tiny shakespeare, repeated, the loss starts near ln(50257) and falls close to zero:
+    the model learns the batch by heart, so the forward pass, the backward pass and the optimizer step all work."""
+    tree.name("train_gpt2", "main")
+    folder = tree.scratch() / "overfit"
+    folder.mkdir(exist_ok=True)
+    (folder / "input.txt").write_text(SHAKESPEARE, encoding="utf-8")  # one batch of 1 × 16 (+1) fits, not two
+    sizes = ("--n-layer", "2", "--n-head", "2", "--n-embd", "32", "-B", "1", "-T", "16", "--device", "cpu")
+    argv = (*sizes, "--lr", "2e-2", "--max-steps", "20")
+    losses = printed_losses(call_main(tree, argv, folder))
+    shown = "main(['--n-layer', '2', ..., '--lr', '2e-2', '--max-steps', '20'])"
+    expect(len(losses) >= 20, f"{shown}'s printed losses", "one per step (20)", len(losses))
+    expect(
+        abs(losses[0] - math.log(VOCAB)) < 1,
+        f"{shown}: the loss at step 0",
+        "near ln(50257) = 10.82",
+        f"{losses[0]:.4f}",
+    )
+    expect(losses[19] < 0.5, f"{shown}: the loss at step 19 on the one batch", "below 0.5", f"{losses[19]:.4f}")
+
+
+def loader_file(folder, name, tokens_mod):
+    """A text of common words with a literal '<|endoftext|>' inside, grown until its token count N satisfies
+    N % 16 == tokens_mod; returns its path and its tokens (as plain text)."""
+    import random
+
+    import tiktoken
+
+    enc = tiktoken.get_encoding("gpt2")
+    pick = random.Random(name).choice
+    words = "the of and to in a is that for it as with was on be by he at this are from or an have not but his".split()
+    text = " ".join(pick(words) for _ in range(60)) + " <|endoftext|>" + "".join(" " + pick(words) for _ in range(60))
+    while len(enc.encode_ordinary(text)) % 16 != tokens_mod:
+        text += " " + pick(words)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path, enc.encode_ordinary(text)
+
+
+def window(tokens, found):
+    """Where the flat list `found` sits in `tokens` (its first index), or None."""
+    n = len(found)
+    return next((s for s in range(len(tokens) - n + 1) if tokens[s : s + n] == found), None)
+
+
+def read_epoch(tree, DataLoaderLite, path, tokens, B, T):
+    """One epoch of `DataLoaderLite(path, B, T)` and the first batch of the next, checked batch by batch."""
+    import torch
+
+    try:
+        loader = DataLoaderLite(str(path), B, T)
+    except Exception as error:
+        found = describe(error, tree.path)
+        if "special token" in str(error):  # tiktoken's encode refuses the text '<|endoftext|>' unless told otherwise
+            found = f"{type(error).__name__}: the text '<|endoftext|>' refused as a special token"
+            found += " (encode_ordinary reads it as text)"
+        raise CheckFailed(
+            f"DataLoaderLite({path.name}, {B}, {T}), a file of plain text: expected a loader, found {found}"
+        ) from None
+    BT, N = B * T, len(tokens)
+    batches = (N - 1) // BT  # each batch needs B*T + 1 tokens: its inputs and one more target
+    for k in range(batches + 1):
+        what = f"DataLoaderLite({path.name} of {N} tokens, B={B}, T={T}): batch {k + 1}"
+        start = 0 if k == batches else k * BT
+        when = "the first batch again (a new epoch)" if k == batches else f"tokens {start}..{start + BT - 1}"
+        try:
+            x, y = loader.next_batch()
+        except Exception as error:  # e.g. a last batch one target short
+            raise CheckFailed(f"{what}: expected {when}, found {describe(error, tree.path)}") from None
+        expect(
+            tuple(x.shape) == (B, T) and tuple(y.shape) == (B, T), f"{what}'s x and y shapes", (B, T), tuple(x.shape)
+        )
+        expect(x.dtype == torch.long, f"{what}'s x dtype", torch.long, x.dtype)
+        fx, fy = x.reshape(-1).tolist(), y.reshape(-1).tolist()
+        sx, sy = window(tokens, fx), window(tokens, fy)
+        expect(
+            sx is not None,
+            f"{what}'s x",
+            f"{BT} consecutive tokens of the file (the rows one after another)",
+            "other tokens",
+        )
+        if sy != sx + 1:
+            found = {sx - 1: "the token before it (shifted the wrong way)", sx: "y equal to x"}.get(sy, "other tokens")
+            raise CheckFailed(
+                f"{what}: expected y to be x shifted by one (each target the token after its input), found {found}"
+            )
+        if sx != start:
+            raise CheckFailed(f"{what}'s x: expected {when}, found tokens {sx}..{sx + BT - 1}")
+
+
+@check("loader", "train_gpt2.DataLoaderLite(path, B, T)", "DataLoaderLite.next_batch() -> (x, y)", "--data FILE")
+def loader(tree):
+    """`DataLoaderLite(path, B, T).next_batch()` returns (x, y): B rows of T consecutive tokens of the file, and the
+    same tokens shifted by one, so each target is the token after its input. Batch after batch it reads every token
+    once and in order, then starts over; the file is plain text; and `--data FILE` trains on FILE."""
+    DataLoaderLite = tree.name("train_gpt2", "DataLoaderLite")
+    folder = tree.scratch() / "loader"
+    folder.mkdir(exist_ok=True)
+    path, tokens = loader_file(folder, "exact.txt", 1)  # the last batch's last target is the file's last token
+    read_epoch(tree, DataLoaderLite, path, tokens, 2, 8)
+    path, tokens = loader_file(folder, "short.txt", 0)  # the last B*T tokens lack one target: no batch there
+    read_epoch(tree, DataLoaderLite, path, tokens, 2, 8)
+
+    empty = folder / "run"  # no input.txt here: the run must read the file --data names
+    empty.mkdir(exist_ok=True)
+    argv = ("--data", str(path), "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "-B", "2", "-T", "8")
+    try:
+        call_main(tree, (*argv, "--max-steps", "2", "--device", "cpu"), empty)
+    except OSError as error:
+        raise CheckFailed(
+            f"train_gpt2.main(['--data', FILE, ...]): expected it to train on FILE, found {error}"
+        ) from None
 
 
 @check("tying", "train_gpt2.GPTConfig", "train_gpt2.GPT", "GPT.transformer.wte", "GPT.lm_head")
@@ -23,3 +458,48 @@ def tying(tree):
     found = sum(p.numel() for p in model.parameters())
     expected = gpt2_parameters(config["n_layer"], config["n_embd"], config["vocab_size"], config["block_size"], True)
     expect(found == expected, "parameters of a 2-layer, 32-channel GPT", f"{expected:,}", f"{found:,}")
+
+
+@check("init", "train_gpt2.GPT(GPTConfig(...))", "GPT.transformer.h[i].attn.c_proj", "GPT.transformer.h[i].mlp.c_proj")
+def init(tree):
+    """A new `GPT` starts from GPT-2's initialisation: weights and embeddings drawn from a normal of std 0.02, except
+    the two layers of each block that add into the residual stream (`attn.c_proj`, `mlp.c_proj`), scaled by
+    1/sqrt(2·n_layer); biases zero, LayerNorms at 1 and 0; so the loss at init is within 0.05 of ln(50257)."""
+    import torch
+    import torch.nn.functional as F
+
+    n_layer = 3  # 1/sqrt(2·3) differs from 1/3, 1/sqrt(3) and 1/2: a wrong N shows
+    model = small_gpt(tree, block_size=256, n_layer=n_layer, n_head=2, n_embd=64)
+    residual = 0.02 / math.sqrt(2 * n_layer)
+
+    def normal(name, tensor, std, said, also=None):
+        values = tensor.detach().float()
+        found, mean = values.std().item(), values.mean().item()
+        ok = any(abs(found - s) <= 0.05 * s for s in (std, also) if s)
+        expect(ok, f"{name}'s std", said, f"{found:.4g}")
+        expect(abs(mean) <= 0.1 * found, f"{name}'s mean", "0", f"{mean:.3g}")
+
+    for i, block in enumerate(model.transformer.h):
+        where = f"transformer.h.{i}."
+        normal(where + "attn.c_attn.weight", block.attn.c_attn.weight, 0.02, "0.02")
+        normal(where + "mlp.c_fc.weight", block.mlp.c_fc.weight, 0.02, "0.02")
+        said = f"{residual:.4g} (0.02/sqrt(2·n_layer), n_layer={n_layer}: a residual projection)"
+        normal(where + "attn.c_proj.weight", block.attn.c_proj.weight, residual, said)
+        normal(where + "mlp.c_proj.weight", block.mlp.c_proj.weight, residual, said)
+    normal("transformer.wte.weight (lm_head's too)", model.lm_head.weight, 0.02, "0.02")
+    normal("transformer.wpe.weight", model.transformer.wpe.weight, 0.02, "0.02 (or GPT-2's own 0.01)", also=0.01)
+    wte = model.transformer.wte.weight.detach().float()
+    tails = (wte.abs() > 2 * wte.std()).float().mean().item()
+    expect(0.035 < tails < 0.056, "transformer.wte.weight beyond 2 std", "4.6% (a normal distribution)", f"{tails:.1%}")
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+            expect(not module.bias.detach().any(), f"{name}.bias", "zeros", "other values")
+        if isinstance(module, torch.nn.LayerNorm):
+            ones = torch.equal(module.weight.detach(), torch.ones_like(module.weight))
+            zeros = module.bias is None or not module.bias.detach().any()
+            expect(ones and zeros, f"{name} (a LayerNorm)", "weight 1 and bias 0 (PyTorch's own)", "other values")
+
+    idx = torch.randint(0, VOCAB, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        loss = F.cross_entropy(logits_of(model, idx).reshape(-1, VOCAB), idx.roll(-1, 1).reshape(-1)).item()
+    expect(abs(loss - math.log(VOCAB)) < 0.05, "the loss at init", "within 0.05 of ln(50257) = 10.8249", f"{loss:.4f}")
