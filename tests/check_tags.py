@@ -19,11 +19,12 @@ from walkthrough.patches import HISTORY_RANGE  # noqa: E402
 
 
 def checkout(history: Path, tag: str, folder: Path) -> Path:
-    tar = subprocess.run(["git", "archive", tag], cwd=history, capture_output=True, check=True).stdout
     folder.mkdir(parents=True, exist_ok=True)
-    if tar.strip(b"\0"):  # step-00 is an empty tree: its archive is all zeros, which tarfile refuses
-        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-            archive.extractall(folder, filter="data")
+    if not subprocess.run(["git", "ls-tree", tag], cwd=history, capture_output=True, check=True).stdout:
+        return folder  # step-00 is an empty tree, and tarfile refuses git's archive of one
+    tar = subprocess.run(["git", "archive", tag], cwd=history, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(folder, filter="data")
     return folder
 
 
