@@ -9,15 +9,36 @@ learner's file, not ours.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import io
+import itertools
 import os
+import random
+import re
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+TINY = dict(n_layer=2, n_head=2, n_embd=32)  # the small model most checks build: a training step takes milliseconds
+PROMPT = "Hello, I'm a language model,"  # the scripts' sampling prompt
+WORDS = (
+    "the of and to in a is that for it as with was on be by he at this are from or an have not but his they which "
+    "one you were all we"
+).split()  # common English words, each one GPT-2 token below 1,024
+# Flags of later steps that keep a check's run quick (no validation, samples, HellaSwag or checkpoints on the way),
+# offline and on the CPU; Tree.quick adds each one the tree's parse_args accepts.
+QUICK = (
+    ("--device", "cpu"),
+    ("--val-every", "0"),
+    ("--sample-every", "0"),
+    ("--hellaswag-every", "0"),
+    ("--checkpoint-every", "0"),
+)
 
 
 class CheckFailed(AssertionError):
@@ -74,12 +95,85 @@ def expect_tensors_close(what: str, expected, found, atol: float = 1e-5, rtol: f
         raise CheckFailed(f"{what}: expected equal values (within {atol:g}), found a difference of {worst:.3g}")
 
 
+def flags(**values: object) -> list[str]:
+    """Keyword arguments as command-line flags: flags(max_steps=4) is ['--max-steps', '4']."""
+    return [part for name, value in values.items() for part in ("--" + name.replace("_", "-"), str(value))]
+
+
+def last_line(text: str, none: str = "nothing on stderr") -> str:
+    """The last line of `text` that is not blank (what a failed command says last), or `none`."""
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return lines[-1] if lines else none
+
+
+def succeeded(what: str, done: subprocess.CompletedProcess, expected: str = "it to run") -> subprocess.CompletedProcess:
+    """`done` (Tree.run's or Tree.main's) if it exited with status 0; else a failure naming its status and last line."""
+    expect(done.returncode == 0, what, expected, f"exit status {done.returncode} ({last_line(done.stderr)})")
+    return done
+
+
+def step_lines(text: str) -> dict[int, list[str]]:
+    """step number -> the printed 'step N | ...' lines for it (a correct run prints each once)."""
+    found: dict[int, list[str]] = {}
+    for match in re.finditer(r"^step\s+(\d+)\b(.*)$", text, re.M):
+        found.setdefault(int(match.group(1)), []).append(match.group(2))
+    return found
+
+
+def printed(line: str, name: str) -> float | None:
+    """The number after `name` in a printed line ('loss 10.97', 'dt: 12.3ms', 'tok/sec=1234'), or None."""
+    match = re.search(rf"(?<![\w/]){re.escape(name)}\b\W*?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)", line)
+    return float(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One call of a GPT's forward, as a hook saw it."""
+
+    model: object  # the GPT module
+    training: bool  # in train mode (not eval)
+    grad: bool  # with autograd recording
+    idx: object  # its input tokens (a copy)
+    dtype: object  # the logits' dtype
+    shape: tuple  # the logits' shape: (B, T, vocab_size)
+    loss: float | None  # the loss, where targets were given
+
+
+@contextlib.contextmanager
+def watch(GPT=None, step: Callable | None = None):
+    """While the block runs: every call of a `GPT`'s forward, as a Forward in the list it yields, and `step(optimizer)`
+    before every optimizer.step(), however the code calls them (directly, through DDP or a compiled wrapper)."""
+    import torch
+    from torch.nn.modules.module import register_module_forward_hook
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    calls: list[Forward] = []
+
+    def seen(module, inputs, output):
+        if isinstance(module, GPT):
+            logits, loss = (*output, None)[:2] if isinstance(output, (tuple, list)) else (output, None)
+            loss = float(loss.detach()) if torch.is_tensor(loss) else None
+            idx = inputs[0].detach().clone() if inputs else None
+            grad = torch.is_grad_enabled()
+            calls.append(Forward(module, module.training, grad, idx, logits.dtype, tuple(logits.shape), loss))
+
+    hooks = [register_module_forward_hook(seen)] if GPT is not None else []
+    if step is not None:
+        hooks.append(register_optimizer_step_pre_hook(lambda optimizer, args, kwargs: step(optimizer)))
+    try:
+        yield calls
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
 class Tree:
     """The folder under test: a checkout of a step, or a learner's exercise tree."""
 
     def __init__(self, path: Path):
         self.path = path.resolve()
         self._scratch: tempfile.TemporaryDirectory | None = None
+        self._fresh = itertools.count()
 
     def module(self, name: str):
         """The tree's own module `name` (e.g. "train_gpt2"), imported once."""
@@ -96,22 +190,129 @@ class Tree:
             found = getattr(found, part)
         return found
 
-    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        """`python *args` in the tree, as the learner would type it; stdout and stderr as text."""
+    def run(
+        self, *args: str, shown: str = "", check: bool = True, env: dict | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess:
+        """`python *args` in the tree, as the learner would type it (with `env` added to the environment); stdout and
+        stderr as text. With `check`, any exit status but 0 fails; `shown` names the command in failures."""
+        shown = shown or "python " + " ".join(args)
         try:
-            return subprocess.run(
-                [sys.executable, *args], cwd=self.path, capture_output=True, text=True, timeout=timeout
+            done = subprocess.run(
+                [sys.executable, *args],
+                cwd=self.path,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**os.environ, **(env or {})},
             )
         except subprocess.TimeoutExpired:
-            raise CheckFailed(
-                f"python {' '.join(args)}: expected it to finish, found it running after {timeout:g} s"
-            ) from None
+            raise CheckFailed(f"{shown}: expected it to finish, found it running after {timeout:g} s") from None
+        return succeeded(shown, done) if check else done
+
+    def main(
+        self,
+        argv: list[str],
+        shown: str = "",
+        module: str = "train_gpt2",
+        folder: Path | None = None,
+        expected: str = "it to run",
+        check: bool = True,
+    ) -> subprocess.CompletedProcess:
+        """`python {module}.py argv`, run as the tree's `{module}.main(argv)` in this process (quicker than a process
+        of its own), in `folder` if given: its exit status and what it printed. A SystemExit is the status the shell
+        would see (argparse's 2, sys.exit("message")'s 1); an exception out of main, the traceback the user would see,
+        fails, and so does any status but 0 with `check`. `shown` names the run in failures."""
+        main = self.name(module, "main")
+        shown = shown or f"python {module}.py {' '.join(argv)}"
+        out, err = io.StringIO(), io.StringIO()
+        saved, cwd = sys.argv, os.getcwd()
+        sys.argv = [f"{module}.py", *argv]  # argparse names the script in its messages
+        try:
+            os.chdir(folder or cwd)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    status = main(list(argv))
+                except SystemExit as exit:
+                    status = exit.code
+        except CheckFailed:
+            raise
+        except Exception as error:
+            found = f"a traceback ending {describe(error, self.path)}"
+            raise CheckFailed(f"{shown}: expected {expected}, found {found}") from None
+        finally:
+            sys.argv = saved
+            os.chdir(cwd)
+        if isinstance(status, str):  # sys.exit("message"): Python prints it and exits with status 1
+            err.write(status + "\n")
+            status = 1
+        done = subprocess.CompletedProcess(argv, status or 0, out.getvalue(), err.getvalue())
+        return succeeded(shown, done, expected) if check else done
+
+    def parse_args(self, argv: list[str]):
+        """The tree's `train_gpt2.parse_args(argv)`, as `python train_gpt2.py argv` would parse it; argparse's error
+        fails, with its own line."""
+        parse_args = self.name("train_gpt2", "parse_args")
+        err, saved = io.StringIO(), sys.argv
+        sys.argv = ["train_gpt2.py", *argv]
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                return parse_args(list(argv))
+        except SystemExit as exit:
+            found = last_line(err.getvalue(), f"exit status {exit.code}")
+            raise CheckFailed(f"parse_args({list(argv)}): expected it to parse, found: {found}") from None
+        finally:
+            sys.argv = saved
+
+    def accepts(self, argv: list[str]):
+        """The tree's train_gpt2.parse_args(argv) where it takes these flags (later steps add flags that earlier ones
+        refuse), else None."""
+        try:
+            return self.parse_args(argv)
+        except Exception:  # no parse_args, argparse's error, or the learner's own
+            return None
+
+    def quick(self, argv: list[str]) -> list[str]:
+        """train_gpt2.py's `argv` for a check's short run, after the QUICK flags the tree's parse_args accepts, a fresh
+        --log-dir in the scratch folder and a --total-batch of one micro-batch (B × T), where it has them; `argv`'s
+        own flags win (argparse keeps the last)."""
+        chosen = [part for pair in QUICK if self.accepts(list(pair)) for part in pair]
+        if self.accepts(["--log-dir", "log"]):
+            chosen += ["--log-dir", str(self.fresh("log"))]
+        args = self.accepts(argv)
+        if hasattr(args, "total_batch"):
+            chosen += ["--total-batch", str(args.batch_size * args.seq_len)]
+        return [*chosen, *argv]
 
     def scratch(self) -> Path:
         """A temporary folder that lives as long as the check's process (for files a check writes)."""
         if self._scratch is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="check-")
         return Path(self._scratch.name)
+
+    def fresh(self, name: str) -> Path:
+        """A path in the scratch folder that nothing has used yet: name-0, name-1, ... (not made)."""
+        return self.scratch() / f"{name}-{next(self._fresh)}"
+
+    def corpus(self) -> Path:
+        """A small text of common English words for the checks' runs (about 6,600 tokens, each below 1,024, so that
+        a model with a small vocabulary can read it too), written once per check process."""
+        path = self.scratch() / "words.txt"
+        if not path.exists():
+            pick = random.Random(0)
+            words = (" " + pick.choice(WORDS) + (".\n" if pick.random() < 0.1 else "") for _ in range(6000))
+            path.write_text("".join(words), encoding="utf-8")
+        return path
+
+    def gpt(self, seed: int = 0, **sizes: int):
+        """The tree's `GPT(GPTConfig(...))`, seeded: TINY's sizes, 64 positions and GPT-2's vocabulary (50,257) unless
+        `sizes` say otherwise."""
+        import torch
+
+        config = dict(block_size=64, vocab_size=50257, **TINY)
+        config.update(sizes)
+        GPT, GPTConfig = self.name("train_gpt2", "GPT"), self.name("train_gpt2", "GPTConfig")
+        torch.manual_seed(seed)
+        return GPT(GPTConfig(**config))
 
     def tiny_gpt2(self, **sizes: int) -> Path:
         """A small random GPT-2 saved by transformers (the `[hf]` extra): an offline stand-in for OpenAI's weights
@@ -149,6 +350,8 @@ def describe(error: BaseException, tree: Path) -> str:
 
 
 def environment() -> dict[str, str]:
-    """The check process's environment: the user's, with hash seeds fixed and no GPU (the checks are CPU-sized).
-    One thread each: a tiny model gains nothing from more, and the suite runs two checks at once on two cores."""
-    return {**os.environ, "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    """The check process's environment: the user's, with hash seeds fixed, no GPU (the checks are CPU-sized) and no
+    network (nothing a check runs may download). One thread each: a tiny model gains nothing from more, and the suite
+    runs two checks at once on two cores."""
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return {**os.environ, "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", **offline}

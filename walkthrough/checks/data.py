@@ -3,24 +3,15 @@ one-line errors for bad data, and the validation loss."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import re
 from pathlib import Path
 
-from .core import CheckFailed, check, expect
+from .core import TINY, check, expect, flags, watch
 
 EOT = 50256  # GPT-2's <|endoftext|>
 
 # ------------------------------------------------------------------------------------------------------------------
 # helpers
-
-
-def _gpt2():
-    import tiktoken
-
-    return tiktoken.get_encoding("gpt2")
 
 
 def _documents() -> list[str]:
@@ -63,50 +54,6 @@ def _first_difference(expected, found) -> str:
     )
 
 
-def _call_main(tree, argv: list[str], shown: str, expected: str) -> tuple[int, str, str]:
-    """train_gpt2.main(argv) in this process, as the command line would run it: (exit status, stdout, stderr).
-    An exception out of main (a traceback for the user) fails as 'shown: expected `expected`, found a traceback'."""
-    main = tree.name("train_gpt2", "main")
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as e:  # argparse, or a main that exits itself
-            code = e.code
-            if isinstance(code, str):  # sys.exit("message"): Python prints it and exits with status 1
-                print(code, file=err)
-                code = 1
-        except Exception as e:  # the learner's code may raise anything: that is what the user would see
-            message = " ".join(str(e).split()) or "no message"
-            failure = f"{shown}: expected {expected}, found a traceback ending {type(e).__name__}: {message}"
-            raise CheckFailed(failure) from None
-    return (0 if code is None else int(code)), out.getvalue(), err.getvalue()
-
-
-def _known_flags(tree, argv: list[str], optional: list[list[str]]) -> list[str]:
-    """argv plus each of the optional flag groups that train_gpt2.parse_args accepts (later steps add flags that a
-    quick run must turn off, such as --hellaswag-every 0; earlier ones do not know them)."""
-    parse_args = tree.name("train_gpt2", "parse_args")
-    for extra in optional:
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                parse_args(argv + extra)
-        except SystemExit:
-            continue
-        argv = argv + extra
-    return argv
-
-
-def _quiet_run_flags(scratch: Path, name: str) -> list[list[str]]:
-    """Flags of later steps that keep a check's short run offline, quiet and inside the scratch folder."""
-    return [
-        ["--hellaswag-every", "0"],
-        ["--sample-every", "0"],
-        ["--checkpoint-every", "0"],
-        ["--log-dir", str(scratch / f"log-{name}")],
-    ]
-
-
 # ------------------------------------------------------------------------------------------------------------------
 # fineweb.py
 
@@ -117,6 +64,7 @@ def fineweb(tree):
     each preceded by <|endoftext|> (50256), cut into shards of exactly --shard-size tokens (the last one shorter);
     the first shard is the validation shard, the rest are training shards."""
     import numpy as np
+    import tiktoken
 
     expect((tree.path / "fineweb.py").is_file(), "fineweb.py", "the file", f"none in {tree.path.name}/")
     documents = _documents()
@@ -128,24 +76,11 @@ def fineweb(tree):
         path.write_text(text, encoding="utf-8")
         files.append(str(path))
     out, shard_size = tree.scratch() / "fineweb-shards", 300  # 2,200 tokens: 7 shards and 100 more
-    saved = {key: os.environ.get(key) for key in ("HF_DATASETS_CACHE", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")}
-    os.environ.update(
-        HF_DATASETS_CACHE=str(tree.scratch() / "hf-datasets"), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1"
-    )
-    try:
-        command = ["fineweb.py", "--files", *files, "--out", str(out), "--shard-size", str(shard_size)]
-        done = tree.run(*command, timeout=120)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     shown = f"python fineweb.py --files <{len(files)} files> --out DIR --shard-size {shard_size}"
-    last = (done.stderr.strip().splitlines() or ["nothing on stderr"])[-1]
-    expect(done.returncode == 0, shown, "exit status 0", f"{done.returncode} ({last})")
+    command = ["fineweb.py", "--files", *files, "--out", str(out), "--shard-size", str(shard_size)]
+    tree.run(*command, shown=shown, env={"HF_DATASETS_CACHE": str(tree.scratch() / "hf-datasets")})
 
-    enc = _gpt2()
+    enc = tiktoken.get_encoding("gpt2")
     stream = []
     for text in documents:
         stream += [EOT, *enc.encode_ordinary(text)]
@@ -198,6 +133,7 @@ def shards(tree):
     last 10% for validation), and DataLoaderLite reads the shards as one stream: a batch runs on from one shard into
     the next and, after the last, into the first again, so no token is skipped; each rank takes its own slice."""
     import numpy as np
+    import tiktoken
     import torch
 
     load_split = tree.name("train_gpt2", "load_split")
@@ -228,7 +164,7 @@ def shards(tree):
     text = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n" * 6
     text_file = tree.scratch() / "small.txt"
     text_file.write_text(text, encoding="utf-8")
-    tokens = _gpt2().encode_ordinary(text)
+    tokens = tiktoken.get_encoding("gpt2").encode_ordinary(text)
     train_part = np.concatenate(load_split(str(text_file), "train"))
     val_part = np.concatenate(load_split(str(text_file), "val"))
     expect(
@@ -269,16 +205,15 @@ def shards(tree):
 def real_run(tree):
     """With no flags the trainer is the real run: FineWeb-Edu's shard folder edu_fineweb10B, 19,073 steps (10B
     tokens at 2^19 a step) after 715 warmup steps; `--preset cpu` still trains on input.txt, and flags override it."""
-    parse_args = tree.name("train_gpt2", "parse_args")
-    args = parse_args([])
+    args = tree.parse_args([])
     for name, wanted in (("data", "edu_fineweb10B"), ("max_steps", 19073), ("warmup_steps", 715)):
         found = getattr(args, name, None)
         expect(found == wanted, f"parse_args([]).{name}", repr(wanted), repr(found))
-    cpu = parse_args(["--preset", "cpu"])
+    cpu = tree.parse_args(["--preset", "cpu"])
     for name, wanted in (("data", "input.txt"), ("max_steps", 20), ("warmup_steps", 5)):
         found = getattr(cpu, name, None)
         expect(found == wanted, f"parse_args(['--preset', 'cpu']).{name}", repr(wanted), repr(found))
-    found = parse_args(["--preset", "cpu", "--data", "shards"]).data
+    found = tree.parse_args(["--preset", "cpu", "--data", "shards"]).data
     expect(found == "shards", "parse_args(['--preset', 'cpu', '--data', 'shards']).data", "'shards'", repr(found))
 
 
@@ -286,9 +221,10 @@ def real_run(tree):
 # one-line errors
 
 
-def _one_line(what: str, code: int, err: str, names: str | None, status: int | None = 1) -> None:
-    """A user's mistake: exit status `status` (any non-zero when None), no traceback, and stderr's last line naming
-    `names`; with status 1, stderr is that one line."""
+def _one_line(what: str, done, names: str | None, status: int | None = 1) -> None:
+    """A user's mistake (a finished run): exit status `status` (any non-zero when None), no traceback, and stderr's
+    last line naming `names`; with status 1, stderr is that one line."""
+    code, err = done.returncode, done.stderr
     lines = err.strip().splitlines()
     tail = lines[-1] if lines else "nothing"
     expect("Traceback" not in err, what, "one line on stderr, no traceback", f"a traceback ending {tail!r}")
@@ -316,12 +252,10 @@ def data_errors(tree):
     import numpy as np
 
     scratch = tree.scratch()
-    tiny = ["--n-layer", "1", "--n-head", "1", "--n-embd", "8", "-B", "1", "-T", "8", "--total-batch", "8"]
-    tiny += ["--max-steps", "1", "--device", "cpu"]
+    tiny = flags(n_layer=1, n_head=1, n_embd=8, batch_size=1, seq_len=8, max_steps=1)
 
-    missing = scratch / "no_such_folder"
-    done = tree.run("train_gpt2.py", "--data", str(missing), *tiny, timeout=120)
-    _one_line("python train_gpt2.py --data no_such_folder", done.returncode, done.stderr, "no_such_folder")
+    done = tree.run("train_gpt2.py", *tree.quick(["--data", str(scratch / "no_such_folder"), *tiny]), check=False)
+    _one_line("python train_gpt2.py --data no_such_folder", done, "no_such_folder")
 
     rng = np.random.default_rng(25)
     good = rng.integers(0, 50257, 400).astype(np.uint16)
@@ -340,7 +274,6 @@ def data_errors(tree):
         for k, v in files.items():
             if v is None:
                 (folder / k).write_bytes(b"these bytes are not a .npy file\n")
-    quiet = _quiet_run_flags(scratch, "data-errors")
     cases = [
         ("only_val", [], "data-only_val", "a folder without training shards"),
         ("not_npy", [], "edufineweb_train_000001.npy", "a file that is not .npy"),
@@ -350,49 +283,24 @@ def data_errors(tree):
         ("good", ["--total-batch", "12"], None, "--total-batch 12 with B*T = 8"),
     ]
     for name, extra, names, what in cases:
-        argv = _known_flags(tree, ["--data", str(scratch / f"data-{name}"), *tiny, *extra], quiet)
+        argv = tree.quick(["--data", str(scratch / f"data-{name}"), *tiny, *extra])
         shown = f"main(['--data', {name}/ ...]) ({what})"
-        code, _, err = _call_main(tree, argv, shown, "one line on stderr")
-        _one_line(shown, code, err, names)
+        _one_line(shown, tree.main(argv, shown, expected="one line on stderr", check=False), names)
 
-    argv = _known_flags(
-        tree, ["--data", str(scratch / "data-good"), *tiny, "-T", "2048", "--total-batch", "2048"], quiet
-    )
+    argv = tree.quick(["--data", str(scratch / "data-good"), *tiny, "-T", "2048", "--total-batch", "2048"])
     shown = "main([..., '--seq-len', '2048']) (over the block size, 1024)"
-    code, _, err = _call_main(tree, argv, shown, "one line on stderr")
-    _one_line(shown, code, err, "2048", status=None)
+    _one_line(shown, tree.main(argv, shown, expected="one line on stderr", check=False), "2048", status=None)
 
 
 # ------------------------------------------------------------------------------------------------------------------
 # the validation loss
 
 
-@contextlib.contextmanager
-def _forward_calls(GPT):
-    """Record every GPT.forward while the block runs: (training mode, autograd on, inputs, loss or None)."""
-    import torch
-
-    calls, forward = [], GPT.forward
-
-    def recording(self, idx, *args, **kwargs):
-        result = forward(self, idx, *args, **kwargs)
-        loss = result[1] if isinstance(result, tuple) and len(result) > 1 else None
-        loss = None if loss is None else float(loss.detach())
-        calls.append((self.training, torch.is_grad_enabled(), idx.detach().clone(), loss))
-        return result
-
-    GPT.forward = recording
-    try:
-        yield calls
-    finally:
-        GPT.forward = forward
-
-
 def _evaluations(calls):
     """The runs of consecutive forwards in eval mode (the evaluations between training steps)."""
     runs, current = [], []
     for call in calls:
-        if call[0]:  # training mode: a training step
+        if call.training:  # a training step
             if current:
                 runs.append(current)
             current = []
@@ -411,21 +319,16 @@ def validation(tree):
 
     GPT = tree.name("train_gpt2", "GPT")
     DataLoaderLite = tree.name("train_gpt2", "DataLoaderLite")
-    parse_args = tree.name("train_gpt2", "parse_args")
-    scratch = tree.scratch()
     rng = np.random.default_rng(26)
     val_tokens, train_tokens = (rng.integers(0, 50257, 300).astype(np.uint16) for _ in range(2))
     names = {"edufineweb_val_000000.npy": val_tokens, "edufineweb_train_000001.npy": train_tokens}
-    folder = _save_shards(scratch / "validation-data", names)
+    folder = _save_shards(tree.scratch() / "validation-data", names)
     B, T, val_steps = 2, 16, 2
-    base = ["--data", str(folder), "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "-B", str(B), "-T", str(T)]
-    base += ["--total-batch", str(B * T), "--warmup-steps", "1", "--val-steps", str(val_steps), "--device", "cpu"]
+    base = ["--data", str(folder), *flags(**TINY, batch_size=B, seq_len=T, warmup_steps=1, val_steps=val_steps)]
 
-    argv = _known_flags(tree, [*base, "--max-steps", "3", "--val-every", "2"], _quiet_run_flags(scratch, "v1"))
     shown = f"main([..., '--max-steps', '3', '--val-every', '2', '--val-steps', '{val_steps}'])"
-    with _forward_calls(GPT) as calls:
-        code, out, err = _call_main(tree, argv, shown, "a run")
-    expect(code == 0, f"{shown}: exit status", 0, f"{code} ({(err.strip().splitlines() or [''])[-1]!r})")
+    with watch(GPT) as calls:
+        out = tree.main(tree.quick([*base, "--max-steps", "3", "--val-every", "2"]), shown).stdout
     events, printed = [], []
     for line in out.splitlines():
         if m := re.match(r"\s*val(?:idation)?[ _]loss\W*?(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", line, re.IGNORECASE):
@@ -449,15 +352,16 @@ def validation(tree):
     for k, (evaluation, value) in enumerate(zip(evaluations, printed)):
         what = f"{shown}: evaluation {k + 1}"
         expect(len(evaluation) == val_steps, f"{what}: model calls", val_steps, len(evaluation))
-        for i, (_, grad, x, _) in enumerate(evaluation):
-            expect(not grad, f"{what}, batch {i}: autograd", "off (torch.no_grad)", "recording")
+        for i, call in enumerate(evaluation):
+            x = call.idx
+            expect(not call.grad, f"{what}, batch {i}: autograd", "off (torch.no_grad)", "recording")
             expect(
                 torch.equal(x, batches[i]),
                 f"{what}, batch {i}",
                 f"the validation split's batch {i} (from its start, every time)",
                 "another batch" if x.shape == batches[i].shape else f"inputs of shape {tuple(x.shape)}",
             )
-        losses = [float(loss) for *_, loss in evaluation if loss is not None]
+        losses = [call.loss for call in evaluation if call.loss is not None]
         expect(len(losses) == val_steps, f"{what}: losses computed", val_steps, len(losses))
         mean = sum(losses) / len(losses)
         decimals = len(value.split(".")[1]) if "." in value else 0
@@ -468,13 +372,11 @@ def validation(tree):
             value,
         )
 
-    argv = _known_flags(tree, [*base, "--max-steps", "1", "--val-every", "0"], _quiet_run_flags(scratch, "v2"))
     shown = "main([..., '--max-steps', '1', '--val-every', '0'])"
-    code, out, err = _call_main(tree, argv, shown, "a run")
-    expect(code == 0, f"{shown}: exit status", 0, f"{code} ({(err.strip().splitlines() or [''])[-1]!r})")
+    out = tree.main(tree.quick([*base, "--max-steps", "1", "--val-every", "0"]), shown).stdout
     lines = [line for line in out.splitlines() if re.match(r"\s*val(idation)?[ _]loss", line, re.IGNORECASE)]
     expect(not lines, f"{shown}: validation lines", "none", repr(lines[0]) if lines else "")
 
     for name, wanted in (("val_every", 250), ("val_steps", 20)):
-        found = getattr(parse_args([]), name, None)
+        found = getattr(tree.parse_args([]), name, None)
         expect(found == wanted, f"parse_args([]).{name}", wanted, found)

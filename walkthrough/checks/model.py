@@ -8,17 +8,24 @@ tensor, a missing transpose, an exact GELU or a wrong attention scale all move t
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
-import re
 
-from .core import CheckFailed, check, describe, expect, expect_close, expect_tensors_close
+from .core import (
+    PROMPT,
+    TINY,
+    CheckFailed,
+    check,
+    describe,
+    expect,
+    expect_close,
+    expect_tensors_close,
+    flags,
+    printed,
+    step_lines,
+)
 
 VOCAB = 50257  # GPT-2's vocabulary: every check builds models with it, whatever a later step's default is
-TINY = dict(n_layer=2, n_head=2, n_embd=32)  # the small model most checks build (3.3M parameters, all in wte)
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")  # stored (in, out)
-PROMPT = "Hello, I'm a language model,"
 SHAKESPEARE = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"  # 25 tokens
 
 
@@ -78,40 +85,6 @@ def logits_of(model, idx):
     """The logits of model(idx), whether forward returns them alone (step 2) or as (logits, loss) (from step 5)."""
     out = model(idx)
     return out[0] if isinstance(out, (tuple, list)) else out
-
-
-def small_gpt(tree, seed=0, **sizes):
-    """The learner's GPT built from GPTConfig: the tiny sizes unless given, GPT-2's vocabulary, seeded."""
-    import torch
-
-    config = dict(block_size=64, vocab_size=VOCAB, **TINY)
-    config.update(sizes)
-    GPT, GPTConfig = tree.name("train_gpt2", "GPT"), tree.name("train_gpt2", "GPTConfig")
-    torch.manual_seed(seed)
-    return GPT(GPTConfig(**config))
-
-
-def printed_losses(output: str) -> list[float]:
-    """The number after 'loss' on every printed line that has one."""
-    found = []
-    for line in output.splitlines():
-        match = re.search(r"\bloss\b\D*?(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", line)
-        if match:
-            found.append(float(match.group(1)))
-    return found
-
-
-@contextlib.contextmanager
-def working_folder(path):
-    """Run with `path` as the working folder (the learner's script opens input.txt relative to it)."""
-    import os
-
-    before = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -219,7 +192,7 @@ def sampling(tree):
     import torch
 
     tree.name("train_gpt2", "GPT.generate")
-    model = small_gpt(tree, block_size=16).eval()
+    model = tree.gpt(block_size=16).eval()
     prompt = torch.randint(0, VOCAB, (3, 4), generator=torch.Generator().manual_seed(0))
     call = "GPT.generate(prompt of (3, 4), 8, top_k=5, generator=g)"
     state = torch.get_rng_state()
@@ -251,16 +224,9 @@ def device(tree):
     """`python train_gpt2.py --device cpu` puts the model on the CPU and, without `--pretrained`, samples from a
     randomly initialised GPT-2 124M, offline: `--num-samples 2 --max-length 10` prints two continuations of
     "Hello, I'm a language model,"."""
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may download: fail fast if the script tries
     args = ("train_gpt2.py", "--device", "cpu", "--num-samples", "2", "--max-length", "10")
-    command = "python " + " ".join(args)
-    done = tree.run(*args)
-    last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
-    expect(done.returncode == 0, command, "exit status 0", f"{done.returncode} ({last})")
-    samples = [line for line in done.stdout.splitlines() if PROMPT in line]
-    expect(len(samples) == 2, f"{command}'s output", f"2 lines continuing {PROMPT!r}", f"{len(samples)}")
+    samples = [line for line in tree.run(*args).stdout.splitlines() if PROMPT in line]
+    expect(len(samples) == 2, f"python {' '.join(args)}'s output", f"2 lines continuing {PROMPT!r}", f"{len(samples)}")
 
 
 @check("first-loss", "input.txt", "GPT.forward(idx, targets) -> (logits, loss)")
@@ -280,7 +246,7 @@ def first_loss(tree):
     B, T = 4, 32
     buf = torch.tensor(tiktoken.get_encoding("gpt2").encode(text[:1000])[: B * T + 1])
     x, y = buf[:-1].view(B, T), buf[1:].view(B, T)
-    model = small_gpt(tree, seed=1337)
+    model = tree.gpt(seed=1337)
     try:
         out = model(x, y)
     except TypeError as error:
@@ -309,41 +275,19 @@ def first_loss(tree):
     expect(not frozen, "loss.backward()", "a gradient for every parameter", f"none for {frozen[:2]}")
 
 
-def call_main(tree, argv, folder):
-    """The learner's `main(argv)` run in `folder`; what it printed. An exit other than 0 is the check's failure."""
-    main = tree.name("train_gpt2", "main")
-    printed, errors = io.StringIO(), io.StringIO()
-    parse_args = getattr(tree.module("train_gpt2"), "parse_args", None)
-    with contextlib.suppress(SystemExit), contextlib.redirect_stderr(errors):
-        known = vars(parse_args(list(argv))) if parse_args else {}
-        if "total_batch" in known:  # from gradient accumulation on (step 19): one micro-batch a step, not 2**19 tokens
-            argv = (*argv, "--total-batch", str(known["batch_size"] * known["seq_len"]))
-    shown = "main([" + ", ".join(repr(a) for a in argv[:4]) + ", ...])"
-    try:
-        with working_folder(folder), contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
-            main(list(argv))
-    except SystemExit as exit:
-        if exit.code not in (0, None):
-            last = (errors.getvalue().strip().splitlines() or [str(exit.code)])[-1]
-            raise CheckFailed(
-                f"train_gpt2.{shown}: expected it to run, found exit status {exit.code} ({last})"
-            ) from None
-    return printed.getvalue()
-
-
 @check("overfit", "train_gpt2.main(argv)", "--n-layer", "--n-head", "--n-embd", "--lr", "--max-steps", "-B", "-T")
 def overfit(tree):
     """`train_gpt2.main([flags])` trains a model of the size the flags ask for with AdamW, printing the loss at every
     step. On one small batch of tiny shakespeare, repeated, the loss starts near ln(50257) and falls close to zero:
     the model learns the batch by heart, so the forward pass, the backward pass and the optimizer step all work."""
-    tree.name("train_gpt2", "main")
     folder = tree.scratch() / "overfit"
     folder.mkdir(exist_ok=True)
     (folder / "input.txt").write_text(SHAKESPEARE, encoding="utf-8")  # one batch of 1 × 16 (+1) fits, not two
-    sizes = ("--n-layer", "2", "--n-head", "2", "--n-embd", "32", "-B", "1", "-T", "16", "--device", "cpu")
-    argv = (*sizes, "--lr", "2e-2", "--max-steps", "20")
-    losses = printed_losses(call_main(tree, argv, folder))
+    argv = [*flags(**TINY), "-B", "1", "-T", "16", "--lr", "2e-2", "--max-steps", "20"]
     shown = "main(['--n-layer', '2', ..., '--lr', '2e-2', '--max-steps', '20'])"
+    out = tree.main(tree.quick(argv), shown, folder=folder).stdout
+    losses = [printed(lines[0], "loss") for _, lines in sorted(step_lines(out).items())]
+    losses = [loss for loss in losses if loss is not None]
     expect(len(losses) >= 20, f"{shown}'s printed losses", "one per step (20)", len(losses))
     expect(
         abs(losses[0] - math.log(VOCAB)) < 1,
@@ -438,25 +382,20 @@ def loader(tree):
 
     empty = folder / "run"  # no input.txt here: the run must read the file --data names
     empty.mkdir(exist_ok=True)
-    argv = ("--data", str(path), "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "-B", "2", "-T", "8")
-    try:
-        call_main(tree, (*argv, "--max-steps", "2", "--device", "cpu"), empty)
-    except OSError as error:
-        raise CheckFailed(
-            f"train_gpt2.main(['--data', FILE, ...]): expected it to train on FILE, found {error}"
-        ) from None
+    argv = ["--data", str(path), *flags(**TINY), "-B", "2", "-T", "8", "--max-steps", "2"]
+    shown = "train_gpt2.main(['--data', FILE, ...])"
+    tree.main(tree.quick(argv), shown, folder=empty, expected="it to train on FILE")
 
 
 @check("tying", "train_gpt2.GPTConfig", "train_gpt2.GPT", "GPT.transformer.wte", "GPT.lm_head")
 def tying(tree):
     """The token embedding `wte` and the output layer `lm_head` are one tensor, so the model has exactly
     vocab_size × n_embd fewer parameters than the untied GPT-2: one matrix both reads and writes tokens."""
-    config = dict(n_layer=2, n_head=2, n_embd=32, block_size=64, vocab_size=50257)
-    model = tree.name("train_gpt2", "GPT")(tree.name("train_gpt2", "GPTConfig")(**config))
+    model = tree.gpt()  # 2 layers, 32 channels, 64 positions, GPT-2's vocabulary
     wte, lm_head = model.transformer.wte.weight, model.lm_head.weight
     expect(wte is lm_head, "GPT.transformer.wte.weight and GPT.lm_head.weight", "the same tensor", "two tensors")
     found = sum(p.numel() for p in model.parameters())
-    expected = gpt2_parameters(config["n_layer"], config["n_embd"], config["vocab_size"], config["block_size"], True)
+    expected = gpt2_parameters(TINY["n_layer"], TINY["n_embd"], VOCAB, block_size=64, tied=True)
     expect(found == expected, "parameters of a 2-layer, 32-channel GPT", f"{expected:,}", f"{found:,}")
 
 
@@ -469,7 +408,7 @@ def init(tree):
     import torch.nn.functional as F
 
     n_layer = 3  # 1/sqrt(2·3) differs from 1/3, 1/sqrt(3) and 1/2: a wrong N shows
-    model = small_gpt(tree, block_size=256, n_layer=n_layer, n_head=2, n_embd=64)
+    model = tree.gpt(block_size=256, n_layer=n_layer, n_head=2, n_embd=64)
     residual = 0.02 / math.sqrt(2 * n_layer)
 
     def normal(name, tensor, std, said, also=None):
