@@ -9,89 +9,46 @@ step's code did, however it is written.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import itertools
 import math
 import os
-import random
 import re
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .core import CheckFailed, check, expect, expect_close, expect_tensors_close
-
-# A tiny model on the CPU; the preset supplies the rest (B=8, T=64, and from step 19 on 512 tokens a step).
-# The corpus only uses tokens below 1,024, so the vocabulary (and every logit) can stay small.
-TINY = ("--preset", "cpu", "--device", "cpu", "--n-layer", "2", "--n-head", "2", "--n-embd", "16")
-WORDS = (
-    "the of and to in a is that for it as with was on be by he at this are from or an have not but his they which "
-    "one you were all we"
-).split()
-
-
-def corpus(tree) -> Path:
-    """A small text of common English words (each one GPT-2 token below 1,024), written once per check process."""
-    path = tree.scratch() / "words.txt"
-    if not path.exists():
-        pick = random.Random(0)
-        words = (" " + pick.choice(WORDS) + (".\n" if pick.random() < 0.1 else "") for _ in range(6000))
-        path.write_text("".join(words), encoding="utf-8")
-    return path
-
-
-# Flags that later steps add, passed only to a script that knows them: they keep a check's run as small as it is at
-# its own step (no validation, samples or HellaSwag; a fresh log folder each time, since a run never writes over
-# another). A script that refuses the small vocabulary (its prompt's tokens, or a check of its own) gets its default.
-LATER = (
-    ("--vocab-size", "1024"),
-    ("--val-every", "0"),
-    ("--sample-every", "0"),
-    ("--hellaswag-every", "0"),
-    ("--log-dir", None),
+from .core import (
+    TINY,
+    CheckFailed,
+    check,
+    expect,
+    expect_close,
+    expect_tensors_close,
+    flags,
+    printed,
+    step_lines,
+    watch,
 )
-RUNS = itertools.count(1)
-HIDDEN = {"--device", "--n-layer", "--n-head", "--n-embd", "--data", *(flag for flag, _ in LATER)}
+
+# A tiny model; the preset supplies the rest (B=8, T=64, and from step 19 on 512 tokens a step). The word corpus only
+# uses tokens below 1,024, so the vocabulary (and every logit) can stay small where the script takes --vocab-size.
+PRESET = ("--preset", "cpu")
+SETUP = (*PRESET, *flags(**(TINY | dict(n_embd=16))))
+SMALL_VOCAB = ("--vocab-size", "1024")
 
 
-def accepts(tree, flags: list[str]) -> bool:
-    """Whether the tree's parse_args takes these flags (argparse exits on one it does not know)."""
-    parse_args = getattr(tree.module("train_gpt2"), "parse_args", None)
-    if parse_args is None:
-        return False
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            parse_args(flags)
-        except (SystemExit, Exception):
-            return False
-    return True
+def shown(own: tuple[str, ...]) -> str:
+    """A run as the learner reads it: `train_gpt2.py --preset cpu` and the check's own flags."""
+    return " ".join(("train_gpt2.py", *PRESET, *own))
 
 
-def tiny(tree, *flags: str) -> list[str]:
-    """The flags of a check's run: the tiny model on the word corpus, then the check's own `flags`."""
-    chosen = [*TINY, "--data", str(corpus(tree))]
-    for flag, value in LATER:
-        if value is None:  # a folder of its own for every run
-            value = str(tree.scratch() / f"log-{next(RUNS)}")
-        if accepts(tree, [*chosen, flag, value]):
-            chosen += [flag, value]
-    return [*chosen, *flags]
-
-
-def shown(flags) -> str:
-    """The flags as the learner reads them: the tiny model, the corpus's scratch path and the like left out."""
-    flags, out = list(flags), []
-    while flags:
-        flag = flags.pop(0)
-        if flag in HIDDEN:
-            flags.pop(0)
-        else:
-            out.append(flag)
-    return " ".join(out)
+def argv(tree, own: tuple[str, ...]) -> list[str]:
+    """The flags of a check's run: the tiny model on the word corpus, then the check's `own` flags."""
+    setup = [*SETUP, "--data", str(tree.corpus())]
+    if tree.accepts([*setup, *SMALL_VOCAB]):  # a script that refuses it (a check of its own) keeps its default
+        setup += SMALL_VOCAB
+    return tree.quick([*setup, *own])
 
 
 @dataclass
@@ -105,23 +62,17 @@ class Step:
 
 @dataclass
 class Run:
-    text: str  # what the run printed
+    command: str  # the run as the learner reads it (shown)
+    text: str = ""  # what the run printed
     steps: list[Step] = field(default_factory=list)
-
-    def lines(self) -> dict[int, list[str]]:
-        """step number -> the printed 'step N | ...' lines for it (a correct run prints each once)."""
-        found: dict[int, list[str]] = {}
-        for match in re.finditer(r"^step\s+(\d+)\b(.*)$", self.text, re.M):
-            found.setdefault(int(match.group(1)), []).append(match.group(2))
-        return found
 
     def value(self, step: int, name: str) -> float:
         """The number after `name` ("loss", "norm") on step `step`'s printed line."""
-        lines = self.lines().get(step)
+        lines = step_lines(self.text).get(step)
         expect(bool(lines), f"the printed line of step {step}", f"'step {step} | loss ... | norm ...'", "none")
-        match = re.search(rf"\b{name}\s+([-+0-9.eE]+|nan|inf)", lines[0])
-        expect(match is not None, f"step {step}'s printed line", f"a '{name} <number>' field", lines[0].strip())
-        return float(match.group(1))
+        found = printed(lines[0], name)
+        expect(found is not None, f"step {step}'s printed line", f"a '{name} <number>' field", lines[0].strip())
+        return found
 
 
 def snapshot(optimizer) -> Step:
@@ -144,33 +95,12 @@ def snapshot(optimizer) -> Step:
     return Step(groups, float(flat.norm()), flat.clone())
 
 
-def train_here(tree, flags: list[str]) -> Run:
-    """`python train_gpt2.py FLAGS`, run as the learner's `main(FLAGS)` in this process, recording every
-    optimizer.step(). A flag the script does not know (argparse's exit) fails with argparse's own line."""
-    import torch
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-    main = tree.name("train_gpt2", "main")
-    out, err = io.StringIO(), io.StringIO()
-    run = Run("")
-    handle = register_optimizer_step_pre_hook(lambda optimizer, args, kwargs: run.steps.append(snapshot(optimizer)))
-    threads, argv = torch.get_num_threads(), sys.argv
-    torch.set_num_threads(1)  # a tiny model: one thread is as fast, and never fights the other checks for the CPU
-    sys.argv = ["train_gpt2.py", *flags]  # argparse names the script in its errors
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(flags)
-            except SystemExit as exit:
-                code = exit.code
-    finally:
-        handle.remove()
-        torch.set_num_threads(threads)
-        sys.argv = argv
-    run.text = out.getvalue()
-    if code not in (0, None):
-        last = (err.getvalue().strip().splitlines() or ["no message"])[-1]
-        raise CheckFailed(f"python train_gpt2.py {shown(flags)}: expected it to run, found exit {code} ({last})")
+def train_here(tree, *own: str) -> Run:
+    """`python train_gpt2.py --preset cpu OWN` on the tiny model, run as the learner's main() in this process,
+    recording every optimizer.step()."""
+    run = Run(shown(own))
+    with watch(step=lambda optimizer: run.steps.append(snapshot(optimizer))):
+        run.text = tree.main(argv(tree, own), f"python {run.command}").stdout
     return run
 
 
@@ -180,22 +110,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def ranks(tree, flags: list[str], nproc: int = 2, timeout: float = 90) -> Run:
+def ranks(tree, own: tuple[str, ...], nproc: int = 2, timeout: float = 90) -> Run:
     """`torchrun --nproc_per_node=2 train_gpt2.py FLAGS`, started as torchrun starts it: one `python train_gpt2.py`
     per rank with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (without torchrun's own agent
     process, which would cost one more start of torch). What every rank printed, in rank order."""
-    command = f"torchrun --nproc_per_node={nproc} train_gpt2.py {shown(flags)}"
+    run = Run(shown(own))
+    command = f"torchrun --nproc_per_node={nproc} {run.command}"
     for attempt in range(2):  # a second time only if another program took the free port before rank 0 bound it
-        texts, failed, taken = launch(tree, flags, nproc, timeout, command, attempt)
+        texts, failed, taken = launch(tree, argv(tree, own), nproc, timeout, command, attempt)
         if not taken:
             break
     expect(not failed, command, "every rank to run", "; ".join(failed))
-    return Run("".join(texts))
+    run.text = "".join(texts)
+    return run
 
 
 def launch(tree, flags, nproc, timeout, command, attempt):
     """Start the ranks and wait for them: (what each printed, one line per failed rank, whether the port was taken)."""
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     env.update(WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
     started = []
     for rank in range(nproc):
@@ -243,9 +175,8 @@ def betas_clip(tree):
     """The run's AdamW uses GPT-3's betas (0.9, 0.95) and eps 1e-8, and every update is clipped to a gradient norm of
     at most 1.0: the gradients the optimizer applies have norm min(1, the norm printed on that step's line), which is
     the norm before clipping."""
-    flags = tiny(tree, "--max-steps", "4")
-    run = train_here(tree, flags)
-    expect(len(run.steps) == 4, f"optimizer steps in `train_gpt2.py {shown(flags)}`", 4, len(run.steps))
+    run = train_here(tree, "--max-steps", "4")
+    expect(len(run.steps) == 4, f"optimizer steps in `{run.command}`", 4, len(run.steps))
     for group in run.steps[0].groups:
         expect(group["betas"] == (0.9, 0.95), "AdamW's betas", (0.9, 0.95), group["betas"])
         expect(group["eps"] == 1e-8, "AdamW's eps", 1e-8, group["eps"])
@@ -295,13 +226,12 @@ def lr_schedule(tree):
             spelled = ", ".join(f"{k}={v:g}" for k, v in kwargs.items())
             expect_close(f"get_lr({step}, {spelled})", schedule(step, **kwargs), get_lr(step, **kwargs), 1e-6, 1e-12)
 
-    flags = tiny(tree, "--max-lr", "2e-3", "--min-lr-ratio", "0.25", "--warmup-steps", "2", "--max-steps", "5")
-    run = train_here(tree, flags)
-    expect(len(run.steps) == 5, f"optimizer steps in `train_gpt2.py {shown(flags)}`", 5, len(run.steps))
+    run = train_here(tree, "--max-lr", "2e-3", "--min-lr-ratio", "0.25", "--warmup-steps", "2", "--max-steps", "5")
+    expect(len(run.steps) == 5, f"optimizer steps in `{run.command}`", 5, len(run.steps))
     for step, taken in enumerate(run.steps):
         expected = schedule(step, 2e-3, 5e-4, 2, 5)
         for group in taken.groups:
-            what = f"the lr of every parameter group at step {step} of `train_gpt2.py {shown(flags)}`"
+            what = f"the lr of every parameter group at step {step} of `{run.command}`"
             expect_close(what, expected, group["lr"], 1e-6, 1e-12)
 
 
@@ -316,10 +246,8 @@ def weight_decay(tree):
     the run trains with it, at a decay of 0.1 by default."""
     import torch
 
-    GPT, GPTConfig = tree.name("train_gpt2", "GPT"), tree.name("train_gpt2", "GPTConfig")
     tree.name("train_gpt2", "GPT.configure_optimizers")
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(block_size=64, vocab_size=1024, n_layer=2, n_head=2, n_embd=32))
+    model = tree.gpt(vocab_size=1024)
     call = "configure_optimizers(weight_decay=0.05, learning_rate=6e-4, device_type='cpu')"
     optimizer = model.configure_optimizers(weight_decay=0.05, learning_rate=6e-4, device_type="cpu")
     expect(
@@ -347,9 +275,8 @@ def weight_decay(tree):
         cuda.defaults.get("fused"),
     )
 
-    flags = tiny(tree, "--max-steps", "1")
-    run = train_here(tree, flags)
-    expect(len(run.steps) == 1, f"optimizer steps in `train_gpt2.py {shown(flags)}`", 1, len(run.steps))
+    run = train_here(tree, "--max-steps", "1")
+    expect(len(run.steps) == 1, f"optimizer steps in `{run.command}`", 1, len(run.steps))
     for group in run.steps[0].groups:
         for dim in set(group["dims"]):
             expected = 0.1 if dim >= 2 else 0.0
@@ -367,11 +294,10 @@ def grad_accum(tree):
     printed loss and gradient norm, and the same gradients at optimizer.step(), because each micro-batch's loss is
     divided by the number of micro-steps."""
     steps = "2"
-    whole = train_here(tree, tiny(tree, "-B", "8", "--total-batch", "512", "--max-steps", steps))
+    whole = train_here(tree, "-B", "8", "--total-batch", "512", "--max-steps", steps)
     for B, micro in (("4", 2), ("2", 4)):
-        flags = tiny(tree, "-B", B, "--total-batch", "512", "--max-steps", steps)
-        parts = train_here(tree, flags)
-        what = f"`train_gpt2.py {shown(flags)}` ({micro} micro-steps)"
+        parts = train_here(tree, "-B", B, "--total-batch", "512", "--max-steps", steps)
+        what = f"`{parts.command}` ({micro} micro-steps)"
         expect(len(parts.steps) == len(whole.steps), f"optimizer steps in {what}", len(whole.steps), len(parts.steps))
         for step in range(int(steps)):
             for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
@@ -400,11 +326,11 @@ def ranks_against_one(tree, B: int, steps: int = 3) -> None:
     """2 gloo ranks, each on micro-batches of B × 64, against one process with the same flags (so twice the
     micro-steps): only rank 0 prints, the same loss and gradient norm at every step, replicas that end identical."""
     own = ("-B", str(B), "--total-batch", "512", "--max-steps", str(steps))
-    two = ranks(tree, tiny(tree, *own))
-    one = train_here(tree, tiny(tree, *own))
+    two = ranks(tree, own)
+    one = train_here(tree, *own)
     micro = 512 // (B * 64 * 2)
     under = f"2 ranks ({micro} micro-step{'s' if micro > 1 else ''} of B={B} each)"
-    lines = two.lines()
+    lines = step_lines(two.text)
     for step in range(steps):
         count = len(lines.get(step, []))
         expect(count == 1, f"step {step}'s printed line with {under}", "once (only rank 0 prints)", f"{count} times")
