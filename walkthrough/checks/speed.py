@@ -2,128 +2,60 @@
 attention and the padded vocabulary.
 
 Most of these steps change how `train_gpt2.py` runs rather than what it computes, so their checks run the learner's
-`main([...])` in this process, on a tiny model (`--preset cpu` shrunk by flags, a slice of tiny shakespeare, a step or
-two), and watch it from outside: a forward hook on every module sees the GPT's outputs, an optimizer hook sees the
+`main([...])` in this process, on a tiny model (`--preset cpu` shrunk by flags, a small text of common words, a step
+or two), and watch it from outside: a forward hook on every module sees the GPT's outputs, an optimizer hook sees the
 optimizer, and `torch.compile` or `F.scaled_dot_product_attention` is wrapped while the run lasts.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import itertools
 import math
-import os
 import re
-import sys
 from dataclasses import dataclass, field
 
-from .core import CheckFailed, check, expect, expect_close, expect_tensors_close
-
-RUNS = itertools.count()  # the runs' own folders, in the scratch folder: run-0, run-1, ...
-
-# a model small enough that a training step takes a fraction of a second on one CPU core
-TINY_MODEL = ("--n-layer", "2", "--n-head", "2", "--n-embd", "32")
-
-
-def tiny_text(tree) -> str:
-    """The first 40,000 characters of the tree's tiny shakespeare (about 12,000 tokens), as a file in the scratch
-    folder: enough for batches and a validation split, and quick to tokenize."""
-    path = tree.scratch() / "tiny-shakespeare.txt"
-    if not path.exists():
-        source = tree.path / "input.txt"
-        if not source.is_file():
-            raise CheckFailed(f"input.txt: expected tiny shakespeare in {tree.path.name}/, found no such file")
-        path.write_text(source.read_text(encoding="utf-8")[:40_000], encoding="utf-8")
-    return str(path)
-
-
-@contextlib.contextmanager
-def as_script(folder=None):
-    """sys.argv[0] as `python train_gpt2.py` would have it, so that argparse's errors name the script; with a
-    folder, run there (what a run writes, such as later steps' log folders, lands in the scratch folder)."""
-    saved, cwd = sys.argv[0], os.getcwd()
-    sys.argv[0] = "train_gpt2.py"
-    if folder is not None:
-        os.chdir(folder)
-    try:
-        yield
-    finally:
-        sys.argv[0] = saved
-        os.chdir(cwd)
-
-
-@dataclass(frozen=True)
-class Forward:
-    """One call of the GPT's forward, as the hook saw it."""
-
-    logits: object  # dtype
-    shape: tuple  # the logits' shape: (B, T, vocab_size)
-    loss: float | None  # its value, when targets were given
-    training: bool  # a training forward: the module in train mode, a loss that backward can run through
+from .core import (
+    TINY,
+    check,
+    expect,
+    expect_close,
+    expect_tensors_close,
+    flags,
+    printed,
+    step_lines,
+    watch,
+)
 
 
 @dataclass
 class Run:
-    """What one in-process training run showed: the GPT's forward calls, the optimizer, what it printed."""
+    """What one in-process training run showed: its GPT's forward calls, the optimizers that stepped, its output."""
 
-    flags: tuple[str, ...]
-    model: object = None  # the GPT whose forward ran (the last one seen)
-    forwards: list[Forward] = field(default_factory=list)
-    optimizer: object = None  # the optimizer that stepped (the last one seen)
+    own: tuple[str, ...]  # the check's own flags
+    forwards: list = field(default_factory=list)  # core.Forward, one per call of a GPT's forward
+    optimizers: list = field(default_factory=list)
     stdout: str = ""
 
     @property
     def shown(self) -> str:
-        return f"train_gpt2.main(--preset cpu, a 2-layer model, {' '.join(self.flags) or 'no other flags'})"
+        return f"train_gpt2.main(--preset cpu, a 2-layer model, {' '.join(self.own) or 'no other flags'})"
 
     def vocabulary(self) -> str:
         """The logits' last dimension, as one number (or every one seen)."""
         return ", ".join(str(size) for size in sorted({forward.shape[-1] for forward in self.forwards}))
 
 
-def train_run(tree, *flags: str, steps: int = 1, batch: tuple[int, int] = (2, 16)) -> Run:
-    """`main([...])` of the tree's train_gpt2 with `--preset cpu`, a 2-layer 32-channel model on CPU, `steps`
-    steps of (B, T) = `batch`, then `flags` (they win); an argparse error or a non-zero exit is a one-line failure."""
-    import torch
-    from torch.nn.modules.module import register_module_forward_hook
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    main = tree.name("train_gpt2", "main")
+def train_run(tree, *own: str, steps: int = 1) -> Run:
+    """`main([...])` of the tree's train_gpt2 with `--preset cpu`, a 2-layer 32-channel model on the word corpus,
+    `steps` steps of 2 × 16 tokens, then `own` flags (they win); an argparse error or a non-zero exit is a one-line
+    failure."""
     GPT = tree.name("train_gpt2", "GPT")
-    B, T = batch
-    argv = ["--preset", "cpu", "--device", "cpu", "--data", tiny_text(tree), *TINY_MODEL]
-    argv += ["--batch-size", str(B), "--seq-len", str(T), "--max-steps", str(steps), *flags]
-    run = Run(tuple(flags))
-
-    def on_forward(module, inputs, output):
-        if isinstance(module, GPT) and isinstance(output, tuple) and torch.is_tensor(output[0]):
-            logits, loss = output[0], output[1] if len(output) > 1 else None
-            lossy = torch.is_tensor(loss)
-            training = module.training and lossy and loss.requires_grad
-            run.forwards.append(Forward(logits.dtype, tuple(logits.shape), loss.item() if lossy else None, training))
-            run.model = module
-
-    def on_step(optimizer, args, kwargs):
-        run.optimizer = optimizer
-
-    out, err = io.StringIO(), io.StringIO()
-    folder = tree.scratch() / f"run-{next(RUNS)}"
-    folder.mkdir()
-    hooks = [register_module_forward_hook(on_forward), register_optimizer_step_post_hook(on_step)]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), as_script(folder):
-            try:
-                code = main(argv)
-            except SystemExit as exit:  # argparse's error for a flag it does not know, or the learner's exit
-                code = exit.code
-    finally:
-        for hook in hooks:
-            hook.remove()
-    run.stdout = out.getvalue()
-    if code not in (None, 0):
-        last = (err.getvalue().strip().splitlines() or ["nothing on stderr"])[-1]
-        raise CheckFailed(f"{run.shown}: expected it to run, found exit status {code}: {last}")
+    argv = ["--preset", "cpu", "--data", str(tree.corpus())]
+    argv += [*flags(**TINY, batch_size=2, seq_len=16, max_steps=steps), *own]
+    run = Run(own)
+    with watch(GPT, step=run.optimizers.append) as forwards:
+        run.stdout = tree.main(tree.quick(argv), run.shown).stdout
+    run.forwards = forwards
     expect(bool(run.forwards), f"{run.shown}", "GPT.forward to run", "no call of a GPT's forward")
     return run
 
@@ -136,16 +68,9 @@ def preset(tree):
     """`--preset cpu` swaps the lecture's GPU-sized defaults (12 layers, 768 channels, T=1024) for a small model
     that trains on a laptop (4 layers, 4 heads, 128 channels, batches of 8 × 64, lr 3e-3, 20 steps), and any flag
     you give still wins over the preset, before or after it on the command line."""
-    parse_args = tree.name("train_gpt2", "parse_args")
 
     def parse(*argv):
-        err = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(err), as_script():
-                return parse_args(list(argv))
-        except SystemExit as exit:
-            last = (err.getvalue().strip().splitlines() or [f"exit status {exit.code}"])[-1]
-            raise CheckFailed(f"parse_args({list(argv)}): expected it to parse, found: {last}") from None
+        return tree.parse_args(list(argv))
 
     def learning_rate(args):  # `--lr` here; later steps call it `--max-lr`
         return getattr(args, "lr", getattr(args, "max_lr", None))
@@ -192,7 +117,6 @@ def tf32_setting() -> str:
         return {"tf32": "high", "ieee": "highest"}.get(torch.backends.cuda.matmul.fp32_precision, "unknown")
 
 
-STEP_LINE = re.compile(r"^step\s+(\d+)\b.*?\bdt\s*[:=]?\s*([0-9.]+)\s*ms.*?tok/sec\s*[:=]?\s*([0-9.]+)", re.M)
 MEAN_LINE = re.compile(r"^.*\bmean\b.*?([0-9.]+)\s*ms", re.M | re.I)
 
 
@@ -214,7 +138,9 @@ def tf32(tree):
     setting = tf32_setting()
     expect(setting == "high", "torch.get_float32_matmul_precision() after a training run", "'high'", repr(setting))
 
-    steps = STEP_LINE.findall(run.stdout)
+    lines = sorted(step_lines(run.stdout).items())
+    steps = [(n, printed(line[0], "dt"), printed(line[0], "tok/sec")) for n, line in lines]
+    steps = [step for step in steps if None not in step]
     last = " / ".join(run.stdout.strip().splitlines()[-2:])
     expect(
         len(steps) == 2,
@@ -222,20 +148,20 @@ def tf32(tree):
         2,
         f"{len(steps)}" + ("" if steps else f" in: {last!r}"),
     )
-    trained = [math.prod(forward.shape[:-1]) for forward in run.forwards if forward.training]
+    trained = [math.prod(forward.shape[:-1]) for forward in run.forwards if forward.training and forward.grad]
     tokens = sum(trained) / len(steps)  # the tokens the GPT's training forwards read, per step
     for n, dt, rate in steps:
-        seconds = float(dt) / 1000  # tok/sec may be printed as a whole number: allow its rounding (half a token/s)
+        seconds = dt / 1000  # tok/sec may be printed as a whole number: allow its rounding (half a token/s)
         expect_close(
             f"step {n}'s tok/sec × dt (the tokens one step trains on)",
             tokens,
-            float(rate) * seconds,
+            rate * seconds,
             rel=0.03,
             abs_=0.5 * seconds + 0.5,
         )
     means = MEAN_LINE.findall(run.stdout)
     expect(bool(means), f"{run.shown}'s last line", "the mean step time after the first, in ms", f"{last!r}")
-    dts = [float(dt) for _, dt, _ in steps]
+    dts = [dt for _, dt, _ in steps]
     after_first = sum(dts[1:]) / len(dts[1:])
     expect_close("the mean step time after the first (ms)", after_first, float(means[-1]), rel=0.05, abs_=0.5)
 
@@ -251,13 +177,13 @@ def bf16(tree):
     import torch
 
     plain = train_run(tree)
-    dtypes = ", ".join(sorted({str(forward.logits) for forward in plain.forwards}))
+    dtypes = ", ".join(sorted({str(forward.dtype) for forward in plain.forwards}))
     expect(
         dtypes == "torch.float32", f"{plain.shown}'s logits (float32 is the default on a CPU)", "torch.float32", dtypes
     )
 
     run = train_run(tree, "--dtype", "bfloat16")
-    dtypes = ", ".join(sorted({str(forward.logits) for forward in run.forwards}))
+    dtypes = ", ".join(sorted({str(forward.dtype) for forward in run.forwards}))
     expect(dtypes == "torch.bfloat16", f"{run.shown}'s logits", "torch.bfloat16 (autocast)", dtypes)
     expect_close(
         "the first loss under bf16 autocast (against float32's)",
@@ -267,16 +193,17 @@ def bf16(tree):
         abs_=0.05,
     )
 
-    wrong = [(name, p.dtype) for name, p in run.model.named_parameters() if p.dtype != torch.float32]
+    model = run.forwards[-1].model
+    wrong = [(name, p.dtype) for name, p in model.named_parameters() if p.dtype != torch.float32]
     expect(not wrong, f"{run.shown}: the model's weights", "float32", ", ".join(f"{n} {d}" for n, d in wrong[:2]))
-    grads = [(name, p.grad.dtype) for name, p in run.model.named_parameters() if p.grad is not None]
+    grads = [(name, p.grad.dtype) for name, p in model.named_parameters() if p.grad is not None]
     expect(bool(grads), f"{run.shown}: the weights' gradients after the step", "gradients", "none")
     wrong = [(name, dtype) for name, dtype in grads if dtype != torch.float32]
     expect(not wrong, f"{run.shown}: the gradients", "float32", ", ".join(f"{n} {d}" for n, d in wrong[:2]))
-    expect(run.optimizer is not None, f"{run.shown}", "an optimizer step", "none")
+    expect(bool(run.optimizers), f"{run.shown}", "an optimizer step", "none")
     moments = [
         (key, value.dtype)
-        for state in run.optimizer.state.values()
+        for state in run.optimizers[-1].state.values()
         for key, value in state.items()
         if torch.is_tensor(value) and value.dim() > 0
     ]
@@ -366,9 +293,9 @@ def compile_(tree):
         "never called (the uncompiled model was trained)",
     )
 
-    for flags in [("--no-compile",), ()]:
+    for own in [("--no-compile",), ()]:
         with fake_compile() as calls:
-            run = train_run(tree, *flags)
+            run = train_run(tree, *own)
         expect(not calls, f"{run.shown}: torch.compile", "no call", f"{len(calls)} call{'s' * (len(calls) != 1)}")
 
 
