@@ -460,7 +460,7 @@ def train(args):
     mfu = MFU(raw_model, T, device, world_size)
     if master_process:
         print(mfu.basis())
-    stop = StopRequest(device, ddp)  # from here on, SIGTERM or Ctrl-C finish the step, save and exit
+    stop = StopRequest(device, ddp)  # from here on, SIGTERM, SIGHUP or Ctrl-C finish the step, save and exit
     step_times = []
 
     for step in range(start_step, args.max_steps + 1):
@@ -607,17 +607,26 @@ def load_hellaswag(args):
 
 
 class StopRequest:
-    """SIGTERM (a scheduler pre-empting us) or Ctrl-C: the run finishes its step, writes a checkpoint and exits.
-    A second Ctrl-C interrupts at once."""
+    """SIGTERM (a scheduler pre-empting us), SIGHUP (the terminal went away: a dropped SSH connection, which torchrun
+    forwards to its workers) or Ctrl-C: the run finishes its step, writes a checkpoint and exits. A second Ctrl-C
+    interrupts at once."""
 
     def __init__(self, device, ddp):
         self.device, self.ddp, self.signalled = device, ddp, False
+        self.terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # stdout and stderr, where they are the terminal
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # under nohup the run outlives the terminal
+            signal.signal(signal.SIGHUP, self._handle)
 
     def _handle(self, signum, frame):
         self.signalled = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if signum == signal.SIGHUP:  # a terminal that hung up fails every write: the rest of the output goes nowhere
+            nowhere = os.open(os.devnull, os.O_WRONLY)
+            for fd in self.terminal:
+                os.dup2(nowhere, fd)
+            os.close(nowhere)
 
     def requested(self):
         """Whether any rank was signalled: then all stop at the same step."""
@@ -810,25 +819,54 @@ def is_number(text):
 class MFU:
     """Model FLOPs utilisation: the share of the GPUs' peak bf16 throughput that the model's own math uses."""
 
-    PEAK_FLOPS = {"A100": 312e12, "H100": 989e12, "H200": 989e12}  # dense bf16, per GPU
+    # Each part's dense bf16 tensor-core peak (TFLOPS per GPU) and its SM count. Hopper's datasheets give the figure
+    # with 2:4 sparsity: dense is half of it (1,979 -> 989). The first pattern found in the device's name decides, so
+    # "H100 PCIe" comes before "H100". Fewer SMs than the part has is a MIG slice or a cut-down part: peak not known.
+    PARTS = (  # (pattern in the upper-cased name, part, TFLOPS, SMs)
+        (r"\bGH200\b", "GH200", 989, 132),  # GH200 datasheet: BF16 1,979 TFLOPS with sparsity
+        (r"\bH200 NVL\b", "H200 NVL", 835, 132),  # H200 datasheet: 1,671 with sparsity
+        (r"\bH200\b", "H200 SXM", 989, 132),  # H200 datasheet: 1,979 with sparsity
+        (r"\bH100 NVL\b", "H100 NVL", 835, 132),  # H100 datasheet: 1,671 with sparsity
+        (r"\bH100 PCIE\b", "H100 PCIe", 756, 114),  # H100 datasheet: 1,513 with sparsity
+        (r"\bH100\b", "H100 SXM", 989, 132),  # H100 datasheet: 1,979 with sparsity; named "NVIDIA H100 80GB HBM3"
+        (r"\bH800 PCIE\b", "H800 PCIe", 756, 114),  # H800 datasheet: 1,513 with sparsity
+        (r"\bH800\b", "H800 SXM", 989, 132),  # H800 datasheet: 1,979 with sparsity
+        (r"\bA100\b", "A100", 312, 108),  # A100 datasheet: 312 dense, SXM4 and PCIe alike
+        (r"\bA800\b", "A800", 312, 108),  # A800 datasheet: 312 dense
+    )
 
     def __init__(self, model, T, device, world_size):
         self.flops_per_token, self.world_size = flops_per_token(model, T), world_size
-        self.device_name = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
-        self.peak = next((flops for gpu, flops in self.PEAK_FLOPS.items() if gpu in self.device_name), None)
+        gpu = torch.cuda.get_device_properties(device) if device.startswith("cuda") else None
+        self.device_name = gpu.name if gpu else device
+        # the peak and the part, or None and why the peak is not known
+        self.tflops, self.about = self.lookup(self.device_name, gpu and gpu.multi_processor_count)
+
+    @classmethod
+    def lookup(cls, device_name, sms):
+        """(dense bf16 TFLOPS, part) for a device's name and SM count, or (None, why it is not known)."""
+        name = device_name.upper()
+        if re.search(r"\bMIG\b", name):
+            return None, f"{device_name} is a MIG slice: its share of the GPU's peak is not known"
+        for pattern, part, tflops, part_sms in cls.PARTS:
+            if re.search(pattern, name):
+                if sms != part_sms:
+                    return None, f"{device_name} has {sms} SMs, the {part} has {part_sms}: a slice or another part"
+                return tflops, part
+        return None, f"no peak bf16 throughput known for {device_name}"
 
     def basis(self):
         """One line saying what the mfu column divides by, or why there is none."""
-        if not self.peak:
-            return f"mfu: unknown, no peak bf16 throughput known for {self.device_name}"
-        gpus = f"{self.world_size} x {self.peak / 1e12:.0f} TFLOPS"
-        return f"mfu: {self.flops_per_token / 1e9:.3f} GFLOPs per token against {gpus} ({self.device_name})"
+        if not self.tflops:
+            return f"mfu: unknown, {self.about}"
+        gpus = f"{self.world_size} x {self.tflops} TFLOPS ({self.device_name}: {self.about})"
+        return f"mfu: {self.flops_per_token / 1e9:.3f} GFLOPs per token against {gpus}"
 
     def __call__(self, tokens_per_sec):
         """' | mfu 41.3%' for the printed lines, or nothing where the peak is unknown (a CPU, another GPU)."""
-        if not self.peak:
+        if not self.tflops:
             return ""
-        return f" | mfu {100 * self.flops_per_token * tokens_per_sec / (self.peak * self.world_size):.1f}%"
+        return f" | mfu {100 * self.flops_per_token * tokens_per_sec / (self.tflops * 1e12 * self.world_size):.1f}%"
 
 
 PRESETS = {

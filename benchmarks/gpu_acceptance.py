@@ -75,43 +75,7 @@ LECTURE_TOK_S = 16 * 1024 / (LADDER[-1].lecture_ms / 1000)  # the last rung's to
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- the device's dense bf16 peak
-
-
-@dataclass(frozen=True)
-class Part:
-    pattern: str  # searched in the upper-cased device name; the first match decides
-    name: str
-    tflops: float  # dense bf16 tensor-core peak (the datasheets' sparse figure halved)
-    sms: int  # streaming multiprocessors of the whole part: fewer means a MIG slice or a cut-down part
-
-
-PARTS = (
-    Part(r"\bGH200\b", "GH200", 989, 132),
-    Part(r"\bH200 NVL\b", "H200 NVL", 835, 132),
-    Part(r"\bH200\b", "H200 SXM", 989, 132),
-    Part(r"\bH100 NVL\b", "H100 NVL", 835, 132),
-    Part(r"\bH100 PCIE\b", "H100 PCIe", 756, 114),
-    Part(r"\bH100\b", "H100 SXM", 989, 132),  # the SXM part calls itself "NVIDIA H100 80GB HBM3"
-    Part(r"\bH800 PCIE\b", "H800 PCIe", 756, 114),
-    Part(r"\bH800\b", "H800 SXM", 989, 132),
-    Part(r"\bA100\b", "A100", 312, 108),  # SXM4 and PCIe: the same tensor cores and clocks' peak
-    Part(r"\bA800\b", "A800", 312, 108),
-)
-
-
-def peak_bf16(device_name, sms=None):
-    """(part, dense bf16 FLOP/s) for a CUDA device's name and SM count, or (None, why not) when it is not known:
-    another part, a MIG slice (its share of the peak is not the whole GPU's), or an SM count the name does not fit."""
-    upper = device_name.upper()
-    if re.search(r"\bMIG\b", upper):
-        return None, f"{device_name} is a MIG slice: its share of the GPU's peak is not known"
-    part = next((part for part in PARTS if re.search(part.pattern, upper)), None)
-    if part is None:
-        return None, f"no dense bf16 peak known for {device_name}"
-    if sms is not None and sms != part.sms:
-        return None, f"{device_name} has {sms} SMs, the {part.name} has {part.sms}: a slice or another part"
-    return part, part.tflops * 1e12
+# ---- GPU counts
 
 
 def ddp_processes(total_batch, B, T, gpus):
@@ -681,7 +645,7 @@ def mfu_row(plan, report, run, tok_s):
         "final",
         "final: MFU",
         f"{100 * mfu:.1f}% of {device['peak_tflops']:.0f} TFLOPS ({device['part']})",
-        theirs + ("" if agrees else ": train_gpt2.py's MFU.PEAK_FLOPS needs this part"),
+        theirs + ("" if agrees else ": not the peak MFU.lookup gives this device"),
         "ok" if agrees else "FAIL",
         mfu=round(mfu, 4),
         flops_per_token=per_token,
@@ -903,16 +867,18 @@ def describe_device(plan):
     info = {"torch": torch.__version__, "cuda": torch.version.cuda}
     if plan.device == "cpu":
         return info | {"name": "cpu", "part": None, "peak_tflops": None, "peak_reason": "a CPU", "count": plan.gpus}
+    from train_gpt2 import MFU
+
     props = torch.cuda.get_device_properties(0)
-    part, peak = peak_bf16(props.name, props.multi_processor_count)
+    tflops, about = MFU.lookup(props.name, props.multi_processor_count)  # the part's dense bf16 peak, as the run's
     return info | {
         "name": props.name,
         "count": torch.cuda.device_count(),
         "sms": props.multi_processor_count,
         "memory_gib": round(props.total_memory / 2**30, 1),
-        "part": part.name if part else None,
-        "peak_tflops": part.tflops if part else None,
-        "peak_reason": None if part else peak,
+        "part": about if tflops else None,
+        "peak_tflops": tflops,
+        "peak_reason": None if tflops else about,
     }
 
 

@@ -1,9 +1,12 @@
+import fcntl
 import json
 import math
 import os
+import pty
 import signal
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import numpy as np
@@ -140,6 +143,62 @@ def test_weight_decay_groups():
     # 2-D: wte, wpe, and per block c_attn, attn.c_proj, c_fc, mlp.c_proj
     assert len(decay["params"]) == 2 + 4 * 2
     assert opt.defaults["betas"] == (0.9, 0.95) and opt.defaults["eps"] == 1e-8
+
+
+# ---- MFU: the part's peak
+
+
+@pytest.mark.parametrize(
+    "name, sms, part, tflops",
+    [
+        ("NVIDIA H100 80GB HBM3", 132, "H100 SXM", 989),  # the SXM part's name says neither SXM nor PCIe
+        ("NVIDIA H100 PCIe", 114, "H100 PCIe", 756),
+        ("NVIDIA H100 NVL", 132, "H100 NVL", 835),
+        ("NVIDIA H200", 132, "H200 SXM", 989),
+        ("NVIDIA H200 NVL", 132, "H200 NVL", 835),
+        ("NVIDIA GH200 480GB", 132, "GH200", 989),
+        ("NVIDIA H800", 132, "H800 SXM", 989),
+        ("NVIDIA H800 PCIe", 114, "H800 PCIe", 756),
+        ("NVIDIA A100-SXM4-80GB", 108, "A100", 312),
+        ("NVIDIA A100-PCIE-40GB", 108, "A100", 312),
+        ("NVIDIA A100 80GB PCIe", 108, "A100", 312),
+        ("NVIDIA A800-SXM4-80GB", 108, "A800", 312),
+    ],
+)
+def test_mfu_peak_of_each_known_part(name, sms, part, tflops):
+    assert train_gpt2.MFU.lookup(name, sms) == (tflops, part)
+
+
+@pytest.mark.parametrize(
+    "name, sms, why",
+    [
+        ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", 42, "MIG slice"),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 16, "MIG slice"),
+        ("NVIDIA H100 80GB HBM3", 66, "has 66 SMs"),  # a slice that does not say so
+        ("NVIDIA H100", 114, "has 114 SMs"),  # a PCIe part by its SMs, whatever its name: never the SXM peak
+        ("NVIDIA L40S", 142, "no peak bf16 throughput known"),
+        ("NVIDIA B200", 148, "no peak bf16 throughput known"),
+        ("NVIDIA GeForce RTX 4090", 128, "no peak bf16 throughput known"),
+        ("cpu", None, "no peak bf16 throughput known for cpu"),
+    ],
+)
+def test_mfu_peak_unknown(name, sms, why):
+    tflops, reason = train_gpt2.MFU.lookup(name, sms)
+    assert tflops is None and why in reason
+
+
+def test_mfu_line_on_a_faked_gpu(monkeypatch):
+    h100_pcie = type("Properties", (), {"name": "NVIDIA H100 PCIe", "multi_processor_count": 114})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: h100_pcie)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32))
+    mfu = train_gpt2.MFU(model, 64, "cuda:0", world_size=8)
+    per_token = train_gpt2.flops_per_token(model, 64)
+    assert mfu.basis() == (
+        f"mfu: {per_token / 1e9:.3f} GFLOPs per token against 8 x 756 TFLOPS (NVIDIA H100 PCIe: H100 PCIe)"
+    )
+    tokens_per_sec = 0.4 * 8 * 756e12 / per_token  # 40% of the eight GPUs' peak
+    assert mfu(tokens_per_sec) == " | mfu 40.0%"
+    assert train_gpt2.MFU(model, 64, "cpu", world_size=1)(tokens_per_sec) == ""
 
 
 # ---- data loader
@@ -321,6 +380,113 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     wa, wb = final_weights(interrupted), final_weights(tmp_path / "straight")
     for key in wa:
         assert torch.equal(wa[key], wb[key]), key
+
+
+def run_until_hang_up(argv, line):
+    """Run argv on a terminal of its own (a pseudo-terminal, as sshd gives a login) and hang the terminal up as a
+    dropped SSH connection does once `line` is shown: the kernel sends SIGHUP to the process that owns it, and every
+    write to it fails from then on. Returns the exit status."""
+    terminal, far_end = pty.openpty()
+
+    def own_the_terminal():  # in the child, after start_new_session's setsid()
+        fcntl.ioctl(1, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=ENV,
+        stdin=far_end,
+        stdout=far_end,
+        stderr=far_end,
+        start_new_session=True,
+        preexec_fn=own_the_terminal,
+    )
+    os.close(far_end)
+    shown = b""
+    try:
+        while line.encode() not in shown:
+            shown += os.read(terminal, 4096)
+    except OSError:  # the run ended before it showed the line
+        raise AssertionError(shown.decode()) from None
+    os.close(terminal)
+    return proc.wait(timeout=120)
+
+
+def test_hang_up_then_resume_equals_uninterrupted(tmp_path):
+    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 20 --device cpu".split()]
+    straight = run([*common, "--log-dir", str(tmp_path / "straight")])
+    assert straight.returncode == 0, straight.stderr
+
+    hung_up = tmp_path / "hung_up"
+    assert run_until_hang_up([sys.executable, "train_gpt2.py", *common, "--log-dir", str(hung_up)], "step     3 ") == 0
+    (checkpoint,) = hung_up.glob("model_*.pt")  # written although its terminal was gone
+    stopped_at = int(checkpoint.stem.split("_")[1])
+    assert 3 < stopped_at < 20
+
+    resumed = run([*common, "--log-dir", str(hung_up), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed from step {stopped_at}" in resumed.stdout
+    assert train_losses(hung_up) == train_losses(tmp_path / "straight")
+    wa, wb = final_weights(hung_up), final_weights(tmp_path / "straight")
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+
+
+def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
+    # the hang-up reaches torchrun's agent, which owns the terminal; it forwards SIGHUP to the two workers
+    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 12 --device cpu".split()]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_gpt2.py"]
+    straight = subprocess.run(
+        [*torchrun, *common, "--log-dir", str(tmp_path / "straight")],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert straight.returncode == 0, straight.stderr
+
+    hung_up = tmp_path / "hung_up"
+    # the workers stop cleanly; the agent then exits 1 with a traceback, as on SIGTERM (torchrun's own doing)
+    run_until_hang_up([*torchrun, *common, "--log-dir", str(hung_up)], "step     3 ")
+    (checkpoint,) = hung_up.glob("model_*.pt")
+    stopped_at = int(checkpoint.stem.split("_")[1])
+    assert 3 < stopped_at < 12
+
+    resumed = subprocess.run(
+        [*torchrun, *common, "--log-dir", str(hung_up), "--resume"],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed from step {stopped_at}" in resumed.stdout
+    assert train_losses(hung_up) == train_losses(tmp_path / "straight")
+    wa, wb = final_weights(hung_up), final_weights(tmp_path / "straight")
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+
+
+def test_hang_up_under_nohup_goes_on(tmp_path):
+    # nohup runs a command with SIGHUP ignored, so that it outlives the terminal: the run keeps that choice
+    argv = [sys.executable, "train_gpt2.py", "--data", "input.txt", *TINY, *"-B 2 -T 32 --max-steps 6".split()]
+    proc = subprocess.Popen(
+        [*argv, "--total-batch", "64", "--device", "cpu", "--log-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
+    for line in proc.stdout:
+        if line.startswith("step     1 "):
+            proc.send_signal(signal.SIGHUP)
+            break
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "stopped" not in out and "step     5 " in out
+    assert [p.name for p in tmp_path.glob("model_*.pt")] == ["model_00006.pt"]
 
 
 # ---- bad input: one line, non-zero exit, nothing written over
