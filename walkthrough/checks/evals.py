@@ -1,7 +1,7 @@
 """Checks for the evals steps: samples during training, HellaSwag scoring (one example, then in batches, then inside
 training), checkpoints, and the plotted results.
 
-The runs are tiny (2 layers, 32 channels, 16-token sequences, a few steps on 20,000 characters of text) and go
+The runs are tiny (2 layers, 32 channels, 16-token sequences, a few steps on a small text of common words) and go
 through the step's own `main(argv)` in this process, as `python train_gpt2.py ...` would run them; the HellaSwag
 checks score a handful of worked examples written here, against losses computed by hand with torch's cross_entropy.
 """
@@ -9,127 +9,33 @@ checks score a handful of worked examples written here, against losses computed 
 from __future__ import annotations
 
 import contextlib
-import functools
-import io
 import json
 import math
 import re
 
-from .core import CheckFailed, check, expect, expect_close, expect_tensors_close
+from .core import PROMPT, TINY, CheckFailed, check, expect, expect_close, expect_tensors_close, flags, last_line
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- running a script's main() as its command line would
+# ---- tiny runs of the step's own scripts
+
+RUN = flags(**TINY, batch_size=2, seq_len=16, max_steps=4, warmup_steps=2)  # one micro-batch of 2 × 16 a step
 
 
-@contextlib.contextmanager
-def one_thread():
-    """torch on one thread while a check runs: these models are tiny, and checks run side by side on few cores,
-    where torch's worker threads would mostly wait for each other."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+def tiny_argv(tree, log_dir=None, **own: object) -> list[str]:
+    """train_gpt2.py's arguments for a tiny run (RUN on the word corpus, every extra off) into `log_dir` if given,
+    then the check's `own` flags as keyword arguments (max_steps=4 is --max-steps 4), passed whether the step knows
+    them or not: that is the check."""
+    log = ["--log-dir", str(log_dir)] if log_dir else []
+    return tree.quick([*RUN, "--data", str(tree.corpus()), *log, *flags(**own)])
 
 
-def single_threaded(function):
-    """The check `function`, run under one_thread()."""
-
-    @functools.wraps(function)
-    def run(tree):
-        with one_thread():
-            return function(tree)
-
-    return run
+def shown(**own: object) -> str:
+    return " ".join(flags(**own))
 
 
-def captured(function, argv, prog):
-    """(exit code, stdout, stderr) of function(argv), run as `python {prog} argv` (sys.argv[0] names the script in
-    argparse's messages); argparse's SystemExit is an exit code like any other."""
-    import sys
-
-    out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv
-    sys.argv = [prog, *argv]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = function(argv)
-            except SystemExit as e:
-                code = e.code
-    finally:
-        sys.argv = saved
-    return (0 if code is None else code), out.getvalue(), err.getvalue()
-
-
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
-
-
-def run_script(tree, script: str, argv: list[str], shown: str) -> str:
-    """`python {script}.py argv`, run as script.main(argv) in this process; its stdout, or a failure naming `shown`
-    (the flags the check is about) with the script's last line on stderr."""
-    code, out, err = captured(tree.name(script, "main"), argv, f"{script}.py")
-    expect(code == 0, f"python {script}.py {shown}", "exit code 0", f"exit code {code}: {last_line(err)}")
-    return out
-
-
-def text_file(tree) -> str:
-    """20,000 characters of tiny shakespeare (or of plain words where the tree has no input.txt) for tiny runs."""
-    path = tree.scratch() / "text.txt"
-    if not path.exists():
-        source = tree.path / "input.txt"
-        text = source.read_text(encoding="utf-8")[:20000] if source.is_file() else ""
-        if len(text) < 20000:
-            text = " ".join(f"word{i % 97} and the next one." for i in range(4000))
-        path.write_text(text, encoding="utf-8")
-    return str(path)
-
-
-def train_flags(tree) -> set[str]:
-    """The flags `python train_gpt2.py --help` lists."""
-    _, out, _ = captured(tree.name("train_gpt2", "main"), ["--help"], "train_gpt2.py")
-    return set(re.findall(r"--[a-z][a-z0-9-]*", out))
-
-
-# A 2-layer, 32-channel model on 16-token sequences, one micro-batch of 2 per step, every extra switched off; a
-# check's own flags override these (and are passed whether the step knows them or not: that is the check).
-TINY = {
-    "--n-layer": "2",
-    "--n-head": "2",
-    "--n-embd": "32",
-    "--batch-size": "2",
-    "--seq-len": "16",
-    "--total-batch": "32",
-    "--max-steps": "4",
-    "--warmup-steps": "2",
-    "--val-every": "0",
-    "--device": "cpu",
-}
-OFF_WHERE_KNOWN = {"--sample-every": "0", "--hellaswag-every": "0", "--checkpoint-every": "0"}
-
-
-def fresh_folder(tree, prefix: str):
-    """A name under the scratch folder that nothing has used yet (the folder itself is not made)."""
-    n = 0
-    while (tree.scratch() / f"{prefix}-{n}").exists():
-        n += 1
-    return tree.scratch() / f"{prefix}-{n}"
-
-
-def tiny_argv(tree, log_dir: str | None = None, **flags: object) -> list[str]:
-    """train_gpt2.py's arguments for a tiny run; flags as keyword arguments (max_steps=4 is --max-steps 4)."""
-    known = train_flags(tree)
-    chosen = {"--data": text_file(tree), **TINY}
-    chosen.update({flag: value for flag, value in OFF_WHERE_KNOWN.items() if flag in known})
-    if "--log-dir" in known:
-        chosen["--log-dir"] = log_dir or str(fresh_folder(tree, "log"))
-    chosen.update({"--" + name.replace("_", "-"): str(value) for name, value in flags.items()})
-    return [part for flag, value in chosen.items() for part in (flag, value)]
+def train(tree, log_dir=None, **own: object) -> str:
+    """What `python train_gpt2.py` printed on a tiny run (tiny_argv) that must end with exit status 0."""
+    return tree.main(tiny_argv(tree, log_dir, **own), f"python train_gpt2.py {shown(**own)}").stdout
 
 
 def unloadable(error: Exception) -> str:
@@ -138,10 +44,6 @@ def unloadable(error: Exception) -> str:
     if match := re.search(r"Unsupported global: GLOBAL ([\w.]+)", text):
         return f"it holds a {match[1]}, which is neither a tensor nor plain data"
     return f"{type(error).__name__}: {(text.splitlines() or [''])[0][:160]}"
-
-
-def shown(**flags: object) -> str:
-    return " ".join(f"--{name.replace('_', '-')} {value}" for name, value in flags.items())
 
 
 def log_lines(path) -> list[tuple[int, str, float]]:
@@ -245,9 +147,7 @@ def scoring_model(tree):
     differ by whole nats (a fresh model's are all ~ln 50257), which makes a loss read at the wrong position show."""
     import torch
 
-    GPT, GPTConfig = tree.name("train_gpt2", "GPT"), tree.name("train_gpt2", "GPTConfig")
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(block_size=64, vocab_size=50257, n_layer=2, n_head=2, n_embd=32))
+    model = tree.gpt()
     with torch.no_grad():
         model.lm_head.weight.mul_(30.0)
     return model.eval()
@@ -332,11 +232,8 @@ def one_answer(answers) -> list[tuple[int, int]]:
 # ------------------------------------------------------------------------------------------------------------------
 # ---- the checks
 
-PROMPT = "Hello, I'm a language model,"
-
 
 @check("samples", "train_gpt2.main", "--sample-every", "GPT.generate")
-@single_threaded
 def samples(tree):
     """Every --sample-every steps the run prints 4 samples that start with "Hello, I'm a language model,". They come
     from a generator of their own, seeded the same each time: a model that has not changed samples the same text,
@@ -345,8 +242,8 @@ def samples(tree):
 
     # --max-lr 1e-30: the weights do not move (every update is far below float32's resolution), so the samples after
     # step 1 and after step 2 come from the same model
-    flags = dict(max_steps=2, max_lr="1e-30", sample_every=1)
-    out = run_script(tree, "train_gpt2", tiny_argv(tree, **flags), shown(**flags))
+    own = dict(max_steps=2, max_lr="1e-30", sample_every=1)
+    out = train(tree, **own)
     with_samples = torch.get_rng_state()
     lines = [m.groups() for m in re.finditer(r"^sample (\d+): (.*)$", out, re.M)]
     expect(
@@ -372,8 +269,8 @@ def samples(tree):
     )
     expect(len(set(first)) > 1, "the 4 samples", "different continuations of one prompt", "4 identical texts")
 
-    flags["sample_every"] = 0
-    out = run_script(tree, "train_gpt2", tiny_argv(tree, **flags), shown(**flags))
+    own["sample_every"] = 0
+    out = train(tree, **own)
     expect("sample 0:" not in out, f"a run with {shown(sample_every=0)}", "no samples", "samples printed")
     expect(
         torch.equal(with_samples, torch.get_rng_state()),
@@ -390,7 +287,6 @@ def samples(tree):
     "hellaswag_scoring.predict",
     "train_gpt2.GPT",
 )
-@single_threaded
 def hellaswag(tree):
     """An example is scored completion style: render() gives its 4 (context, " " + ending) token pairs,
     continuation_losses() sums the loss over each ending's own tokens only (exactly what cross_entropy gives by hand
@@ -437,7 +333,6 @@ def hellaswag(tree):
 
 
 @check("hellaswag-batch", "hellaswag_scoring.predict", "hellaswag_scoring.continuation_losses", "train_gpt2.GPT")
-@single_threaded
 def hellaswag_batch(tree):
     """Scoring many examples in one forward pass gives each one exactly the answers it gets alone: rows padded to
     the longest never change a real token's loss, `predict(..., batch_size=b)` makes ceil(n / b) forward passes of
@@ -492,7 +387,6 @@ def hellaswag_batch(tree):
     "--hellaswag-data",
     "--log-dir",
 )
-@single_threaded
 def hellaswag_train(tree):
     """HellaSwag during training: evaluate(..., rank=, world_size=) gives each rank its share of the examples, and
     the shares' counts add up to one process's; hellaswag_accuracy() counts acc_norm's right answers; the run scores
@@ -545,9 +439,8 @@ def hellaswag_train(tree):
     # a run on 2 examples written 4 times, once with each label: exactly 1 in 4 is right, whatever the model
     data = write_jsonl(tree, "hellaswag-4x.jsonl", [dict(e, label=k) for e in examples()[:2] for k in range(4)])
     log_dir = tree.scratch() / "hella-log"
-    flags = dict(max_steps=4, val_every=2, val_steps=1, hellaswag_every=2, hellaswag_data=data)
-    argv = tiny_argv(tree, str(log_dir), **flags)
-    out = run_script(tree, "train_gpt2", argv, shown(**flags))
+    own = dict(max_steps=4, val_every=2, val_steps=1, hellaswag_every=2, hellaswag_data=data)
+    out = train(tree, log_dir, **own)
     printed = [line for line in out.splitlines() if "HellaSwag" in line]
     expect(len(printed) == 3, "printed HellaSwag lines of a 4-step run, every 2", "3 (steps 0, 2, 4)", len(printed))
     logged = log_lines(log_dir / "log.txt")
@@ -563,8 +456,9 @@ def hellaswag_train(tree):
         expect(logged_steps == steps, f"log.txt's steps of {kind} lines", steps, logged_steps)
 
     before = (log_dir / "log.txt").read_bytes()
-    code, _, err = captured(tree.name("train_gpt2", "main"), argv, "train_gpt2.py")
-    expect(code != 0, "a second run into the same --log-dir", "refused (exit code not 0)", "exit code 0")
+    what, wanted = "a second run into the same --log-dir", "refused (exit status not 0)"
+    done = tree.main(tiny_argv(tree, log_dir, **own), what, expected=wanted, check=False)
+    expect(done.returncode != 0, what, wanted, "exit status 0")
     expect((log_dir / "log.txt").read_bytes() == before, "log.txt after the refused run", "unchanged", "changed")
 
 
@@ -576,7 +470,6 @@ def hellaswag_train(tree):
     "hellaswag.main",
     "hellaswag.py --checkpoint",
 )
-@single_threaded
 def checkpoints(tree):
     """Every --checkpoint-every steps and after the last, the run writes log_dir/model_NNNNN.pt (NNNNN: steps done):
     it loads with torch.load(weights_only=True) and holds the weights after exactly that many steps, AdamW's state,
@@ -585,8 +478,7 @@ def checkpoints(tree):
 
     GPT, GPTConfig = tree.name("train_gpt2", "GPT"), tree.name("train_gpt2", "GPTConfig")
     every = tree.scratch() / "ckpt-every-2"
-    flags = dict(max_steps=4, warmup_steps=4, max_lr="1e-3", checkpoint_every=2)
-    run_script(tree, "train_gpt2", tiny_argv(tree, str(every), **flags), shown(**flags))
+    train(tree, every, max_steps=4, warmup_steps=4, max_lr="1e-3", checkpoint_every=2)
     files = sorted(p.name for p in every.glob("*.pt"))
     expect(
         files == ["model_00002.pt", "model_00004.pt"],
@@ -635,8 +527,7 @@ def checkpoints(tree):
     # the same run stopped after 2 steps (its schedule is the same: both are still warming up) ends where the first
     # one's model_00002.pt is
     short = tree.scratch() / "ckpt-short"
-    flags = dict(max_steps=2, warmup_steps=4, max_lr="1e-3")
-    run_script(tree, "train_gpt2", tiny_argv(tree, str(short), **flags), shown(**flags))
+    train(tree, short, max_steps=2, warmup_steps=4, max_lr="1e-3")
     files = sorted(p.name for p in short.glob("*.pt"))
     expect(
         files == ["model_00002.pt"],
@@ -669,15 +560,19 @@ def checkpoints(tree):
     expected_acc = sum(a[0] == a[1] for a in answers if a) / len(rows)
     data = write_jsonl(tree, "hellaswag-ckpt.jsonl", rows)
     argv = ["--checkpoint", str(path), "--data", data, "--device", "cpu"]
-    out = run_script(tree, "hellaswag", argv, f"--checkpoint {path.name} --data examples.jsonl")
+    out = tree.main(argv, f"python hellaswag.py --checkpoint {path.name} --data examples.jsonl", "hellaswag").stdout
     for name, expected in (("acc", expected_acc), ("acc_norm", 1.0)):
         match = re.search(rf"^{name}\s*[:=]?\s*([0-9.]+)\s*$", out, re.M)
-        expect(match is not None, "hellaswag.py --checkpoint's output", f"a line '{name} <value>'", last_line(out))
+        expect(
+            match is not None,
+            "hellaswag.py --checkpoint's output",
+            f"a line '{name} <value>'",
+            last_line(out, "no output"),
+        )
         expect_close(f"hellaswag.py --checkpoint {path.name}: {name}", expected, float(match[1]), abs_=1e-4)
 
 
 @check("results", "plot_log.main", "plot_log.py LOG -o PNG")
-@single_threaded
 def results(tree):
     """plot_log.py reads a run's log.txt, draws the losses and HellaSwag side by side into a PNG, and prints where
     each series starts and ends, the validation loss beside OpenAI GPT-2 124M's 3.2924."""
@@ -691,7 +586,7 @@ def results(tree):
     lines += ["2 val 9.75", "3 train 9.625", "4 val 9.5", "4 hella 0.375"]
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     png = tree.scratch() / "curves.png"
-    out = run_script(tree, "plot_log", [str(log), "-o", str(png)], "log.txt -o curves.png")
+    out = tree.main([str(log), "-o", str(png)], "python plot_log.py log.txt -o curves.png", "plot_log").stdout
 
     expect(png.is_file(), "curves.png", "the PNG written", "no file")
     data = png.read_bytes()
@@ -705,7 +600,9 @@ def results(tree):
         ("hella", (0.25, 0, 0.375, 4)),
     ):
         said = [line for line in out.splitlines() if line.lstrip().startswith(kind)]
-        expect(said, "plot_log.py's output", f"a line on {kind} (where it starts and ends)", last_line(out))
+        expect(
+            said, "plot_log.py's output", f"a line on {kind} (where it starts and ends)", last_line(out, "no output")
+        )
         found = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", said[0])]
         missing = [n for n in numbers if not any(abs(n - f) < 1e-9 for f in found)]
         expect(not missing, f"plot_log.py's {kind} line", f"the numbers {', '.join(map(str, numbers))}", said[0])
