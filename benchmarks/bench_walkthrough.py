@@ -7,8 +7,9 @@ way and the issue's targets.
 Figures: build (ours: git apply + commit-tree with fixed dates; plain `git am`, which is not deterministic),
 rebuild when up to date, time to first paint (process start -> first frame showing step 1), step switches onto a
 2,000-line diff (key -> frame showing the new step: with n after reading the previous step, which the reader uses to
-make the next one ready; again once seen; with G to the last step, which nothing made ready), highlighting that diff
-(the lazy first screenful vs all of it at once), and the reader's peak memory.
+make the next one ready; again once seen; with G to the last step, which nothing made ready, and with `:N` Enter to
+far steps, timed from the `:`: the reader starts reading step N's diff once N is typed, inside the time measured),
+highlighting that diff (the lazy first screenful vs all of it at once), and the reader's peak memory.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -783,3 +785,222 @@ def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size, monkeypat
 def test_zoom_snapshot(demo_history, tmp_path, snap_compare, size):
     app = WalkthroughApp(load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json"))
     assert snap_compare(app, press=["colon", "4", "enter", "s", "z"], terminal_size=size)
+
+
+# ---- a step switch made quick: each shortcut, and the mistake it could hide
+
+NARRATIONS = [
+    "One paragraph.\n\nAnother paragraph.",
+    "## Try it\n\n```bash\npython a.py\n```\n\nA paragraph after.",
+    "## Try it\n\n```bash\npython b.py \\\n  --flag\n```\n\nAnother text after it.",  # the same blocks, new text
+    "## Why\n\nBecause.\n\n- a list\n- of two",  # another heading, a list
+    "",  # a subject line only: the pane steps aside
+    "```python\nprint(1)\n```\n\n## What you should see\n\n1",
+]
+
+
+def narration_blocks(app: WalkthroughApp) -> list[tuple[str, str, str | None]]:
+    """The narration as shown: each block's kind, text (a code block's code, as its label shows it) and source."""
+    from textual.widgets import Label
+    from textual.widgets._markdown import MarkdownFence
+
+    blocks = []
+    for block in app.query_one(Narration).document.children:
+        if isinstance(block, MarkdownFence):
+            assert str(block.query_one(Label).render()) == block.code
+            text = block.code
+        else:
+            text = block._content.plain
+        blocks.append((type(block).__name__, text, block.source))
+    return blocks
+
+
+def test_the_narration_is_one_document_refilled_with_each_steps_text(tmp_path_factory, tmp_path):
+    """A step switch refills the narration's blocks in place instead of mounting a document per step: each step
+    must show its own narration, never a block left from the step before."""
+    history = built_history(
+        tmp_path_factory, "narrations", [(f"N{n}", text, {"a.py": f"x = {n}\n"}) for n, text in enumerate(NARRATIONS)]
+    )
+    app, _ = reader(history, tmp_path)
+
+    async def keys(pilot):
+        narration = app.query_one(Narration)
+        document = narration.document
+        for key in ["n"] * 5 + ["p"] * 5 + ["G", "g", "colon", "4", "enter", "colon", "2", "enter", "n"]:
+            await pilot.press(key)
+            if key in ("colon", "2", "4"):
+                continue
+            text = NARRATIONS[app.index].strip()
+            if not text:
+                assert narration.region.width == 0  # collapsed; what it holds is not shown
+                continue
+            assert narration.document is document and document.source == text
+            fresh = document._build_from_source(text)  # what a new document would show
+            assert narration_blocks(app) == [
+                (type(block).__name__, getattr(block, "code", block._content.plain), block.source) for block in fresh
+            ]
+
+    drive(app, keys, SIZE)
+
+
+def test_the_prompt_hides_the_footer_keys_and_shows_them_again_without_making_any(demo_history, tmp_path):
+    """While the prompt is open every key is text, and the footer shows none, as Textual's own: here by hiding the
+    keys' widgets instead of making them all again twice; moving between the panes changes nothing."""
+    from textual.widgets._footer import FooterKey
+
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.pause(0.2)
+
+        def shown():
+            return [key.action for key in app.query(FooterKey) if key.display]
+
+        made, before = set(app.query(FooterKey)), shown()
+        assert {"next_step", "jump", "search", "quit"} <= set(before)
+        await pilot.press("colon")
+        await pilot.pause(0.2)
+        assert shown() == []
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert shown() == before
+        for _ in range(3):
+            await pilot.press("tab")
+        await pilot.pause(0.2)
+        assert shown() == before and set(app.query(FooterKey)) == made
+
+    drive(app, keys, SIZE)
+
+
+def test_focus_moving_leaves_the_diff_pane_as_drawn(demo_history, tmp_path):
+    """DiffView skips Textual's restyle and redraw when focus comes or goes (each use of the prompt): right only
+    while no style rule picks the pane, or its scrollbars, by :focus. The rows it drew are kept."""
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("colon", "4", "enter")
+        diff = app.query_one(DiffView)
+        nodes = list(diff.walk_children(with_self=True))  # the pane and its scrollbars
+
+        def styles():
+            app.stylesheet.update_nodes(nodes)
+            return [node.styles.get_rules() for node in nodes]
+
+        assert app.focused is diff
+        shown, drawn, focused = diff_lines(app), dict(diff._strips), styles()
+        await pilot.press("colon")
+        assert not diff.has_focus and styles() == focused
+        assert drawn and all(diff._strips.get(key) is strip for key, strip in drawn.items())
+        await pilot.press("escape")
+        assert app.focused is diff and diff_lines(app) == shown
+
+    drive(app, keys, SIZE)
+
+
+def test_the_diff_scrollbar_follows_each_steps_rows(tmp_path_factory, tmp_path):
+    """The diff pane's scrollbars are set again only when its rows change, not on every layout of the screen: from
+    a long step to a short one (the pane's size the same) the scrollbar must still go, and come back."""
+    lines = "".join(f"x = {n}\n" for n in range(200))
+    history = built_history(
+        tmp_path_factory,
+        "scrollbar",
+        [("Short", "Short.", {"a.py": "x\n"}), ("Long", "Long.", {"b.py": lines}), ("Short", "Short.", {"c": "y\n"})],
+    )
+    app, _ = reader(history, tmp_path)
+
+    async def keys(pilot):
+        diff = app.query_one(DiffView)
+
+        def scrollbar():
+            return diff.show_vertical_scrollbar, diff.vertical_scrollbar.window_virtual_size
+
+        await pilot.press("n")
+        size = diff.size
+        assert scrollbar() == (True, len(diff.rows))
+        await pilot.press("colon", "escape")  # the screen laid out again, the same rows
+        assert scrollbar() == (True, len(diff.rows))
+        await pilot.press("n")
+        assert diff.size == size and not diff.show_vertical_scrollbar
+        await pilot.press("p")
+        assert scrollbar() == (True, len(diff.rows))
+
+    drive(app, keys, SIZE)
+
+
+def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkeypatch):
+    """A step's diff is read on a thread while the rest of the switch goes on (G), or as soon as its number is
+    typed after `:` (once no digit more could make another step's number of it): what asks for the step before
+    that read ends (Enter, a search) waits for it, so no step is read twice. The bookmark is written once the step
+    is drawn."""
+    import threading
+
+    from walkthrough import history
+
+    reads: list[tuple[str, str]] = []  # (commit, thread)
+
+    def run_git(git, *args, **kwargs):
+        if "diff-tree" in args:
+            reads.append((args[-1], threading.current_thread().name))
+            if threading.current_thread().name.startswith("walkthrough-diff"):
+                time.sleep(0.8)  # a slow disk: what asks for the step meanwhile must wait for this read
+        return real_run_git(git, *args, **kwargs)
+
+    real_run_git = history.run_git
+    monkeypatch.setattr(history, "run_git", run_git)
+
+    def read_by_the_loader(app: WalkthroughApp, index: int) -> bool:
+        sha = app.series.steps[index].commit.sha
+        return any(commit == sha and thread.startswith("walkthrough-diff") for commit, thread in reads)
+
+    app, _ = reader(demo_history, tmp_path)
+
+    async def enter_during_the_read(pilot):
+        await pilot.press("colon", "4")  # of five steps, "4" is step 4: read ahead
+        assert read_by_the_loader(app, 3)
+        await pilot.press("enter")
+        assert app.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
+        assert any("self.c_attn" in line for line in diff_lines(app))
+
+    drive(app, enter_during_the_read, SIZE)
+    assert max(Counter(commit for commit, _ in reads).values()) == 1
+    reads.clear()
+    app, _ = reader(demo_history, tmp_path / "again")
+
+    async def search_during_the_read(pilot):
+        await pilot.press("G")  # step 5, never read before
+        assert app.index == 4 and read_by_the_loader(app, 4)
+        await pilot.pause(0.2)
+        assert Bookmarks(tmp_path / "again" / "walkthrough.json").recall(app.series) == 4
+        await pilot.press("colon", "3", "escape")  # step 3 read ahead, not gone to
+        assert read_by_the_loader(app, 2)
+        await pilot.press("slash", *"c_attn", "enter")  # a search reads every step itself, at once
+        assert app.index == 3 and status(app).endswith("match 1/3")  # none from step 5 on: the first
+
+    drive(app, search_during_the_read, SIZE)
+    assert max(Counter(commit for commit, _ in reads).values()) == 1
+
+
+def test_syntax_colours_cover_every_line_once_in_any_order(monkeypatch):
+    """Lines are coloured a chunk at a time from the first one asked for (scrolling up: upwards): whatever the
+    order, every line is coloured once and shows its own text."""
+    import random
+
+    from walkthrough import widgets
+    from walkthrough.widgets import Code
+
+    lines = [f"value_{i} = {i}  # {'x' * (i % 7)}" for i in range(230)]
+    coloured: list[int] = []
+
+    def highlight(code, **kwargs):
+        coloured.append(code.count("\n") + 1)
+        return real_highlight(code, **kwargs)
+
+    real_highlight = widgets.highlight
+    monkeypatch.setattr(widgets, "highlight", highlight)
+    shuffled = list(range(230))
+    random.Random(7).shuffle(shuffled)
+    for order in (range(230), range(229, -1, -1), [*range(120, 230), *range(119, -1, -1)], shuffled):
+        coloured.clear()
+        code = Code(lines, "a.py")
+        assert [code[i].plain for i in order] == [lines[i] for i in order]
+        assert sum(coloured) == len(lines) and max(coloured) <= Code.CHUNK

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from textual import on
@@ -18,8 +19,9 @@ from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.content import Content
+from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 
 from .bookmark import Bookmarks
 from .diff import FileDiff, Line, shown
@@ -27,7 +29,18 @@ from .errors import WalkthroughError
 from .history import Match, Series
 from .rows import MAX_ROWS, Layout, Row, diff_layout, file_layout
 from .runner import Record, Run, argv_here, describe_status, plan, verdict, worktree
-from .widgets import ConfirmRun, DiffView, FileList, HelpScreen, Narration, Prompt, RunPanel, StepList
+from .widgets import (
+    ConfirmRun,
+    DiffView,
+    FileList,
+    HelpScreen,
+    KeysFooter,
+    Narration,
+    Prompt,
+    ReaderScreen,
+    RunPanel,
+    StepList,
+)
 
 PROJECT_HISTORY = Path(__file__).resolve().parent.parent / "history"  # this project's own series, built
 # editors that open a file at a line with +N before its name
@@ -118,6 +131,14 @@ class WalkthroughApp(App[None]):
         self.match: int | None = None
         self._focus_before_prompt: Widget | None = None
         self._copies: Path | None = None  # where e writes the files it opens
+        # steps' diffs read in the background (see _load): git runs in a process of its own, two at a time
+        self._loader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="walkthrough-diff")
+        self._loads: dict[int, Future] = {}
+        self._read: set[int] = set()  # steps Series.files has read (or failed to)
+        self._bookmark_due = False  # a step shown whose bookmark is not written yet
+
+    def get_default_screen(self) -> Screen:
+        return ReaderScreen(id="_default")
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="top"):
@@ -133,7 +154,7 @@ class WalkthroughApp(App[None]):
                     yield RunPanel(id="run")
         with Vertical(id="bottom"):  # the prompt above the footer, never under it
             yield Prompt(id="prompt")
-            yield Footer(compact=True)
+            yield KeysFooter(compact=True)
 
     async def on_mount(self) -> None:
         self.query_one(StepList).show_steps(self.series.steps)
@@ -144,6 +165,8 @@ class WalkthroughApp(App[None]):
         gc.freeze()
 
     def on_unmount(self) -> None:
+        self._remember()  # a quit that came before the last step switch's frame
+        self._loader.shutdown(wait=False, cancel_futures=True)
         gc.unfreeze()  # the app is done: let its objects be collected again
         gc.enable()  # if a step switch had held collection off
         if self.active_run is not None:  # no process outlives the reader
@@ -177,42 +200,83 @@ class WalkthroughApp(App[None]):
     async def _go_to(self, index: int, line: Line | None, new_step: bool) -> None:
         new_step = new_step or index != self.index
         self.index = index
-        files = self.files(index)
-        if new_step and not self.whole_file:
-            self._pick_path(files)
+        loading = self._load(index)  # git works on a new step's diff while the narration is filled in
         steps = self.query_one(StepList)
         with steps.prevent(OptionList.OptionHighlighted):
             steps.highlighted = index
-        file_list = self.query_one(FileList)
-        with file_list.prevent(OptionList.OptionHighlighted):
-            if new_step:
-                file_list.show_files(files)
-            file_list.highlighted = _position(files, self.path)
         if new_step:
             # a commit with only a subject line has nothing to say beyond the title bar: the pane steps aside
             text = self.series.steps[index].narration.strip()
             self.screen.set_class(not text, "-no-narration")
             if text:
                 await self.query_one(Narration).show(index, text)
-            self.bookmarks.remember(self.series, index)
+            self._bookmark_due = True  # written once the step is drawn: a file, while nobody waits (or at quit)
+            self.call_after_refresh(self._remember)
             self.call_after_refresh(self._prepare_neighbours)
+        if loading is not None and not loading.done():
+            await asyncio.wait([asyncio.wrap_future(loading)])
+        files = self.files(index)
+        if new_step and not self.whole_file:
+            self._pick_path(files)
+        file_list = self.query_one(FileList)
+        with file_list.prevent(OptionList.OptionHighlighted):
+            if new_step:
+                file_list.show_files(files)
+            file_list.highlighted = _position(files, self.path)
         self._show_change(files, line)
+
+    def _remember(self) -> None:
+        if self._bookmark_due:
+            self._bookmark_due = False
+            self.bookmarks.remember(self.series, self.index)
 
     def files(self, index: int) -> list[FileDiff]:
         """The step's files; none, and the reason kept for the diff pane, where git cannot read them (a missing
         object in a partial or damaged clone): one bad step does not stop the reader."""
+        loading = self._loads.pop(index, None)
+        if loading is not None:  # being read in the background: wait for it rather than read the step twice
+            wait([loading])
+        self._read.add(index)
         try:
             return self.series.files(index)
         except WalkthroughError:  # Series.errors has the reason
             return []
 
+    def _load(self, index: int) -> Future | None:
+        """Start reading step `index`'s diff (git, then parsing) on the loader thread, unless it has been read (None)
+        or is on its way. Series.files keeps what it read; `files` waits for a read in progress, so a step is
+        only read once."""
+        if index in self._read:
+            return None
+        loading = self._loads.get(index)
+        if loading is None:
+            loading = self._loads[index] = self._loader.submit(self.series.files, index)
+        return loading
+
+    def _settle(self) -> None:
+        """Wait for every read in progress (before a search reads all the steps itself)."""
+        for index in list(self._loads):
+            self.files(index)
+
+    @on(Input.Changed, "#prompt")
+    def _prompt_changed(self, event: Input.Changed) -> None:
+        """A step number typed after `:`: its diff is read while Enter is on its way, once no digit more could make
+        another step's number of it (of 30 steps, "2" may become 24, "24" is 24)."""
+        text = event.value.strip()
+        if self.query_one(Prompt).purpose == "jump" and text.isdigit():
+            number = int(text)
+            if 1 <= number <= self.step_count < number * 10:
+                self._load(number - 1)
+
     async def _prepare_neighbours(self) -> None:
-        """Make the next and previous steps ready while this one is read, so n and p are instant."""
-        for index in (self.index + 1, self.index - 1):
-            if 0 <= index < self.step_count:
-                self.query_one(DiffView).prepare(self.files(index))
-                if narration := self.series.steps[index].narration.strip():
-                    await self.query_one(Narration).prepare(index, narration)
+        """Make the next and previous steps' diffs ready while this one is read, so n and p are instant: read on
+        the loader thread (keys are answered meanwhile), then their first screenful coloured."""
+        neighbours = [index for index in (self.index + 1, self.index - 1) if 0 <= index < self.step_count]
+        loading = [future for future in map(self._load, neighbours) if future is not None]
+        if loading:
+            await asyncio.wait([asyncio.wrap_future(future) for future in loading])
+        for index in neighbours:
+            self.query_one(DiffView).prepare(self.files(index))
 
     def _pick_path(self, files: list[FileDiff]) -> None:
         """Keep the current file if this step touches it, else take the step's first file (code comes first)."""
@@ -345,6 +409,7 @@ class WalkthroughApp(App[None]):
         await self.go_to(int(text) - 1)
 
     async def _search(self, text: str) -> None:
+        self._settle()
         self.matches = self.series.search(text) if text else []
         self.query_one(DiffView).set_query(text)
         if not self.matches:

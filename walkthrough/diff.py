@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import zip_longest
 from typing import NamedTuple
 
@@ -50,11 +51,13 @@ class FileDiff:
             return f"{shown(self.old_path)} → {shown(self.new_path)}"
         return shown(self.path)
 
-    @property
+    # counted once, when first asked (the step's file list and the diff's file header both show them): a file's
+    # hunks are complete by then, and nothing changes them after parse_diff
+    @cached_property
     def added(self) -> int:
         return sum(line.kind == "+" for hunk in self.hunks for line in hunk.lines)
 
-    @property
+    @cached_property
     def removed(self) -> int:
         return sum(line.kind == "-" for hunk in self.hunks for line in hunk.lines)
 
@@ -132,21 +135,26 @@ def parse_diff(data: bytes) -> list[FileDiff]:
     files: list[FileDiff] = []
     current: FileDiff | None = None
     hunk: Hunk | None = None
+    lines: list[Line] = []  # the current hunk's
     old_left = new_left = 0  # lines still expected in the current hunk
     old_no = new_no = 0
     for raw in data.split(b"\n"):
-        if hunk is not None and (old_left > 0 or new_left > 0 or raw.startswith(b"\\")):
-            kind = decode(raw[:1]) or " "  # an empty line inside a hunk is an empty context line
-            if kind == "\\":
-                hunk.lines.append(Line("\\", None, None, decode(raw[2:])))
-                continue
-            old = old_no if kind in " -" else None
-            new = new_no if kind in " +" else None
-            hunk.lines.append(Line(kind, old, new, decode(raw[1:])))
-            if kind in " -":
-                old_no, old_left = old_no + 1, old_left - 1
-            if kind in " +":
+        # a hunk's lines, the bulk of a diff, on the shortest path: the first byte says the kind
+        if hunk is not None and (old_left > 0 or new_left > 0 or raw[:1] == b"\\"):
+            first = raw[:1]
+            if first == b"+":
+                lines.append(Line("+", None, new_no, raw[1:].decode("utf-8", "replace")))
                 new_no, new_left = new_no + 1, new_left - 1
+            elif first == b"-":
+                lines.append(Line("-", old_no, None, raw[1:].decode("utf-8", "replace")))
+                old_no, old_left = old_no + 1, old_left - 1
+            elif first == b"\\":
+                lines.append(Line("\\", None, None, raw[2:].decode("utf-8", "replace")))
+            elif first == b" " or not raw:  # context; an empty line inside a hunk is an empty context line
+                lines.append(Line(" ", old_no, new_no, raw[1:].decode("utf-8", "replace")))
+                old_no, old_left, new_no, new_left = old_no + 1, old_left - 1, new_no + 1, new_left - 1
+            else:  # not a diff line (git writes none): kept as it is, on neither side
+                lines.append(Line(decode(first), None, None, raw[1:].decode("utf-8", "replace")))
             continue
         hunk = None
         if raw.startswith(b"diff --git "):
@@ -173,6 +181,7 @@ def parse_diff(data: bytes) -> list[FileDiff]:
         elif match := HUNK_HEADER.match(raw):
             old_start, old_count, new_start, new_count, header = match.groups()
             hunk = Hunk(decode(header), int(old_start), int(new_start))
+            lines = hunk.lines
             current.hunks.append(hunk)
             old_left = 1 if old_count is None else int(old_count)
             new_left = 1 if new_count is None else int(new_count)

@@ -8,9 +8,7 @@ for a unified diff) because syntax colours are worked out a column at a time, as
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import NamedTuple
 
 from .diff import FileDiff, Hunk, Line, shown, side_by_side
@@ -41,9 +39,25 @@ class Layout:
     numbers: int = 2  # line-number columns in the gutter: old and new, or one for a whole file
     last_number: int = 0  # the largest line number, for the gutter's width
     file_rows: list[int] = field(default_factory=list)  # the header row of each file
-    line_rows: dict[int, int] = field(default_factory=dict)  # id(Line) -> its row, to scroll to a search match
     path: str = ""  # a whole file: its path, and its lines as shown
     text: list[str] = field(default_factory=list)
+    notes: dict[int, Line] = field(default_factory=dict)  # row -> the "\\ No newline" line that note row shows
+    _line_rows: dict[int, int] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def line_rows(self) -> dict[int, int]:
+        """id(Line) -> its row, to scroll to a search match: worked out when a search first asks, not on every step
+        switch (a 2,000-line diff's dictionary is a good part of laying it out)."""
+        if self._line_rows is None:
+            rows: dict[int, int] = {}
+            for number, row in enumerate(self.rows):
+                if row.left is not None:
+                    rows[id(row.left.line)] = number
+                if row.right is not None:
+                    rows[id(row.right.line)] = number
+            rows.update((id(line), number) for number, line in self.notes.items())
+            self._line_rows = rows
+        return self._line_rows
 
 
 def columns(file: FileDiff) -> dict[str, list[str]]:
@@ -65,48 +79,67 @@ def diff_layout(files: list[FileDiff], split: bool, rev: str) -> Layout:
             rows.append(Row("note", "binary file: not shown"))
         elif not file.hunks:
             rows.append(Row("note", "no change to the content"))
-        at = {side: 0 for side in SIDES}
+        at = dict.fromkeys(SIDES, 0)
         for hunk in file.hunks:
             total += len(hunk.lines)
             if len(rows) >= MAX_ROWS:
                 continue
             rows.append(Row("hunk", f"@@ -{hunk.old_start} +{hunk.new_start} @@ {hunk.header}".rstrip()))
-            for row, lines in islice(_hunk_rows(file, hunk, split, at), MAX_ROWS - len(rows)):
-                layout.line_rows.update((id(line), len(rows)) for line in lines)
-                rows.append(row)
+            if split:
+                _split_rows(layout, file, side_by_side(hunk)[: MAX_ROWS - len(rows)], at)
+            else:
+                _unified_rows(layout, file, hunk.lines[: MAX_ROWS - len(rows)], at)
     if len(rows) >= MAX_ROWS:
         drawn = sum(row.kind == "code" for row in rows)
         whole = f"git show {shlex.quote(rev)}"
         rows.append(Row("note", f"… the diff is {total:,} lines; showing the first {drawn:,}. See it all: {whole}"))
     if not files:
         rows.append(Row("note", "this step changes no files"))
-    numbers = (n for file in files for hunk in file.hunks for line in hunk.lines for n in (line.old, line.new))
-    layout.last_number = max((n for n in numbers if n), default=0)
+    layout.last_number = max((_last_number(hunk) for file in files for hunk in file.hunks), default=0)
     return layout
 
 
-def _hunk_rows(file: FileDiff, hunk: Hunk, split: bool, at: dict[str, int]) -> Iterator[tuple[Row, tuple[Line, ...]]]:
-    """One hunk's rows, each with the diff lines it shows; `at` holds each column's next index and moves on."""
+# A 2,000-line diff is laid out on every step switch onto it: the rows are made in plain loops, with the tuples'
+# fields in order (no generators, no keywords), and each cell's column index counted as it goes.
 
-    def cell(line: Line | None, side: str) -> Cell | None:
-        if line is None:
-            return None
-        at[side] += 1
-        return Cell(line, file, side, at[side] - 1)
 
-    if split:
-        for a, b in side_by_side(hunk):
-            lines = tuple(line for line in (a, b) if line is not None)
-            if a is not None and a.kind == "\\":
-                yield Row("note", a.text), lines
-            else:  # a context line is the same Line on both sides, and has a place in both columns
-                yield Row("code", left=cell(a, "old"), right=cell(b, "new")), lines
-    else:
-        for line in hunk.lines:
-            if line.kind == "\\":
-                yield Row("note", line.text), (line,)
-            else:
-                yield Row("code", left=cell(line, "both")), (line,)
+def _unified_rows(layout: Layout, file: FileDiff, lines: list[Line], at: dict[str, int]) -> None:
+    rows, index = layout.rows, at["both"]
+    for line in lines:
+        if line.kind == "\\":
+            layout.notes[len(rows)] = line
+            rows.append(Row("note", line.text))
+        else:
+            rows.append(Row("code", "", Cell(line, file, "both", index), None))
+            index += 1
+    at["both"] = index
+
+
+def _split_rows(layout: Layout, file: FileDiff, pairs: list[tuple[Line | None, Line | None]], at: dict[str, int]):
+    """Side by side: a context line is the same Line on both sides, and has a place in both columns."""
+    rows, old, new = layout.rows, at["old"], at["new"]
+    for a, b in pairs:
+        if a is not None and a.kind == "\\":
+            layout.notes[len(rows)] = a
+            rows.append(Row("note", a.text))
+            continue
+        left = right = None
+        if a is not None:
+            left, old = Cell(a, file, "old", old), old + 1
+        if b is not None:
+            right, new = Cell(b, file, "new", new), new + 1
+        rows.append(Row("code", "", left, right))
+    at["old"], at["new"] = old, new
+
+
+def _last_number(hunk: Hunk) -> int:
+    """The largest line number in a hunk: numbers only grow down a hunk, so its last old and last new line."""
+    old = new = 0
+    for line in reversed(hunk.lines):
+        old, new = old or line.old or 0, new or line.new or 0
+        if old and new:
+            break
+    return max(old, new)
 
 
 def file_layout(path: str, data: bytes | None, ref: str, rev: str) -> Layout:

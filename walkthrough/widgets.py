@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from markdown_it import MarkdownIt
 from pygments.lexers import get_lexer_for_filename
 from pygments.util import ClassNotFound
 from rich.segment import Segment
@@ -18,12 +19,15 @@ from textual.content import Content
 from textual.geometry import Size
 from textual.highlight import highlight
 from textual.message import Message
-from textual.reactive import reactive
-from textual.screen import ModalScreen
+from textual.reactive import Reactive, reactive
+from textual.screen import ModalScreen, Screen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
-from textual.widgets import Input, Markdown, OptionList, RichLog, Static
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Markdown, OptionList, RichLog, Static
+from textual.widgets._footer import FooterKey
+from textual.widgets._markdown import MarkdownBlock, MarkdownFence, MarkdownHeader, MarkdownParagraph
 from textual.widgets.option_list import Option
 
 from .diff import FileDiff, Line
@@ -90,6 +94,55 @@ class StepList(OptionList):
         self.set_options(options)
 
 
+class ReaderScreen(Screen):
+    """The reader's screen. Textual draws the whole screen again whenever focus moves; nothing here looks
+    different for it (the pane that gains or loses focus repaints its own border and scrollbars), and the `:` and
+    `/` prompt moves focus there and back on every use."""
+
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+
+
+class KeysFooter(Footer):
+    """The footer, made again only when the keys it shows change, and then only when it must. Textual's own makes
+    a widget per key again twice for each move of focus, though moving between the panes changes none of them;
+    the `:` and `/` prompt, where every key is text, only hides the keys and shows them again: here by hiding
+    their widgets."""
+
+    _shown: tuple | None = None  # the keys shown now: (action, key, description, enabled, tooltip) each
+    _made: tuple | None = None  # the keys the footer's widgets were made for
+    _pending = False  # a remake is on its way
+
+    def bindings_changed(self, screen: Screen) -> None:
+        self._bindings_ready = True
+        if not screen.app.app_focus or not self.is_attached or screen is not self.screen or self._pending:
+            return
+        self._pending = True
+        self.call_after_refresh(self._remake)
+
+    def _keys(self) -> tuple:
+        """What Footer.compose shows: a key per action (the first of its bindings), in the bindings' order."""
+        keys: dict[str, tuple] = {}
+        for _, binding, enabled, tooltip in self.screen.active_bindings.values():
+            if binding.show and binding.action not in keys:
+                keys[binding.action] = (binding.action, binding.key, binding.description, enabled, tooltip)
+        return tuple(keys.values())
+
+    async def _remake(self) -> None:
+        self._pending = False
+        shown = self._keys()
+        if shown == self._shown:
+            return
+        self._shown = shown
+        widgets = {key.action: key for key in self.query_children(FooterKey)}
+        made = self._made or ()
+        if tuple(widgets) == tuple(key[0] for key in made) and shown == tuple(key for key in made if key in shown):
+            for action, widget in widgets.items():  # some of the keys made, as they were made
+                widget.display = any(key[0] == action for key in shown)
+            return
+        self._made = shown
+        await self.recompose()
+
+
 class FileList(OptionList):
     """The files a step touches, when there is more than one."""
 
@@ -101,37 +154,28 @@ class FileList(OptionList):
 
 
 class Narration(VerticalScroll):
-    """One Markdown document per step, made once and then shown or hidden: a step seen before, or made ready
-    while the previous one was read, appears without parsing or mounting anything."""
-
-    KEEP = 32  # documents kept; the least recently shown goes first
+    """The narration of the step shown: one Markdown document, refilled in place from step to step (see
+    NarrationDocument), so a step switch mounts nothing but the blocks whose kind changed."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._documents: dict[int, Markdown] = {}
+        self._key: object = None  # what the document shows
 
     @property
-    def document(self) -> Markdown | None:
-        return next((doc for doc in self._documents.values() if doc.display), None)
+    def document(self) -> NarrationDocument | None:
+        return next(iter(self.query_children(NarrationDocument)), None)
 
-    async def prepare(self, key: int, markdown: str) -> Markdown:
-        if key not in self._documents:
-            document = self._documents[key] = Markdown(markdown)
-            document.display = False
-            await self.mount(document)
-        return self._documents[key]
-
-    async def show(self, key: int, markdown: str) -> None:
-        document = await self.prepare(key, markdown)
-        self._documents[key] = self._documents.pop(key)  # most recently shown last
-        for other in self._documents.values():
-            other.display = other is document
-        while len(self._documents) > self.KEEP:
-            self._documents.pop(next(iter(self._documents))).remove()
+    async def show(self, key: object, markdown: str) -> None:
+        document = self.document
+        if document is None:
+            await self.mount(NarrationDocument(markdown, parser_factory=_markdown_parser))
+        elif key != self._key:
+            await document.refill(markdown)
+        self._key = key
         self.scroll_home(animate=False)
 
     def scroll_to_text(self, text: str) -> None:
-        """Bring the first block of the shown document that holds `text` to the top."""
+        """Bring the first block of the document that holds `text` to the top."""
         document = self.document
         if document is None:
             return
@@ -141,24 +185,84 @@ class Narration(VerticalScroll):
                 return
 
 
+class NarrationDocument(Markdown):
+    """A Markdown document that takes new text without being made again: a new document (or Markdown.update)
+    mounts a widget per block, and mounting is most of a step switch's cost. Here each block keeps its widget
+    where the new text has a block of the same kind in the same place (a paragraph, a code block, the same
+    heading), which takes the new content the way Markdown.append refills its last block; from the first block
+    that differs on, the old blocks go and the new ones are mounted."""
+
+    async def refill(self, markdown: str) -> None:
+        async with self.lock:  # as Markdown.update: one change at a time
+            blocks = self._build_from_source(markdown)
+            shown = [child for child in self.children if isinstance(child, MarkdownBlock)]
+            self._markdown = markdown  # the source that the blocks' source ranges index
+            self._table_of_contents = None
+            kept = 0
+            for old, new in zip(shown, blocks, strict=False):
+                if not _refillable(old, new):
+                    break
+                old.source_range = new.source_range
+                if isinstance(old, MarkdownHeader):  # the same text: only its place in the source moves
+                    old._copy_context(new)
+                else:
+                    await old._update_from_block(new)
+                kept += 1
+            if shown[kept:]:
+                await self.remove_children(shown[kept:])
+            if blocks[kept:]:
+                await self.mount_all(blocks[kept:])
+
+
+@lru_cache(maxsize=1)
+def _markdown_parser() -> MarkdownIt:
+    """Markdown's own parser, made once: making one is a good part of parsing a short narration."""
+    return MarkdownIt("gfm-like")
+
+
+def _refillable(old: MarkdownBlock, new: MarkdownBlock) -> bool:
+    """Whether `old` can show `new` as it is: a block without blocks inside it, of the same kind, and a heading
+    only with the same text (its id, which links go to, is made from the text)."""
+    if type(old) is not type(new) or new._blocks:
+        return False
+    if isinstance(old, MarkdownHeader):
+        return old._content.plain == new._content.plain
+    return isinstance(old, (MarkdownParagraph, MarkdownFence))
+
+
 class Code:
-    """Syntax colours for a column of source lines, worked out CHUNK lines at a time as they come into view:
-    a 2,000-line diff costs one chunk, not 2,000 lines, to show."""
+    """Syntax colours for a column of source lines, worked out as they come into view, CHUNK lines at a time: a
+    2,000-line diff costs a screenful, not 2,000 lines, to show. A chunk starts at the first line asked for (the
+    pane's top row) and runs down to the next coloured line; scrolling up, it ends at the coloured line below."""
 
     CHUNK = 50
 
     def __init__(self, lines: list[str], path: str):
         self.lines = lines
         self.language = language(path)
-        self._chunks: dict[int, list[Content]] = {}
+        self._coloured: dict[int, Content] = {}
 
     def __getitem__(self, index: int) -> Content:
-        start = index - index % self.CHUNK
-        if start not in self._chunks:
-            block = [printable(text) for text in self.lines[start : start + self.CHUNK]]
-            lines = highlight("\n".join(block), language=self.language).split("\n", allow_blank=True)
-            self._chunks[start] = lines + [Content()] * (len(block) - len(lines))  # highlight drops trailing blanks
-        return self._chunks[start][index - start]
+        content = self._coloured.get(index)
+        if content is None:
+            self._colour(index)
+            content = self._coloured[index]
+        return content
+
+    def _colour(self, index: int) -> None:
+        coloured, chunk = self._coloured, self.CHUNK
+        if index + 1 in coloured:  # scrolling up
+            start, end = index, index + 1
+            while start > 0 and end - start < chunk and start - 1 not in coloured:
+                start -= 1
+        else:
+            start, end = index, index + 1
+            while end < len(self.lines) and end - start < chunk and end not in coloured:
+                end += 1
+        block = [printable(text) for text in self.lines[start:end]]
+        lines = highlight("\n".join(block), language=self.language).split("\n", allow_blank=True)
+        lines += [Content()] * (len(block) - len(lines))  # highlight drops trailing blanks
+        coloured.update(zip(range(start, end), lines))
 
 
 class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
@@ -197,10 +301,45 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         # drawn rows, by (row, scroll_x, width): a pane that is resized (the prompt opening) or scrolled back draws
         # them again without colouring anything
         self._strips: dict[tuple[int, int, int], Strip] = {}
+        self._drawn_colours: tuple[VisualStyle, ...] | None = None  # the styles the kept rows were drawn with
+        self._styles: dict[tuple, VisualStyle] = {}  # see _style
+        self._scrolled_for: Size | None = None  # the virtual size the scrollbars were last set for
 
     @property
     def rows(self) -> list[Row]:
         return self._layout.rows
+
+    # The pane looks the same with focus or without: no style rule picks it by :focus (a test holds the stylesheet
+    # to that). Textual restyles a widget and its scrollbars, and draws it all again, whenever focus comes or goes;
+    # here that would be twice for each use of the `:` or `/` prompt. These do what Widget's do, without either.
+
+    def watch_has_focus(self, has_focus: bool) -> None:
+        pass
+
+    # Textual's compositor hands a ScrollView its region's size as the virtual size, never the view's own (the
+    # rows), so ScrollView updates and draws its scrollbars again on every layout of the screen (the prompt
+    # opening, a footer key hidden): only when the rows changed since the scrollbars were set is that needed.
+
+    def _scroll_update(self, virtual_size: Size) -> None:
+        self._scrolled_for = virtual_size
+        super()._scroll_update(virtual_size)
+
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+        if self.virtual_size == self._scrolled_for:
+            virtual_size = self.virtual_size  # nothing new for the scrollbars
+        return super()._size_updated(size, virtual_size, container_size, layout)
+
+    def _on_focus(self, event: events.Focus) -> None:
+        event.prevent_default()
+        self.has_focus = True
+        if self.parent is not None:
+            self.parent.post_message(events.DescendantFocus(self))
+
+    def _on_blur(self, event: events.Blur) -> None:
+        event.prevent_default()
+        self.has_focus = False
+        if self.parent is not None:
+            self.parent.post_message(events.DescendantBlur(self))
 
     def show(self, layout: Layout) -> None:
         self._layout = layout
@@ -255,9 +394,31 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
     def _gutter_width(self) -> int:
         return (self._digits + 1) * self._layout.numbers + (0 if self._layout.numbers == 1 else 2)
 
+    def _colours(self) -> tuple[VisualStyle, ...]:
+        """Every style a row is drawn with: the rows drawn so far hold these."""
+        kinds = sorted(self.COMPONENT_CLASSES)
+        return (
+            self.get_visual_style(),
+            self.get_visual_style("diff--gutter", partial=True),
+            *(self.get_visual_style(kind) for kind in kinds),
+        )
+
     def notify_style_update(self) -> None:
+        """A new theme means new colours, and the drawn rows go. A class set on the screen (zoom, side by side, a
+        step without narration) restyles the pane too, mostly with the same colours: then the rows are kept."""
         super().notify_style_update()
-        self._strips.clear()  # a new theme: new colours
+        self._styles.clear()
+        if self._strips and self._colours() != self._drawn_colours:
+            self._strips.clear()
+
+    def _style(self, *classes: str, partial: bool = False) -> VisualStyle:
+        """get_visual_style, remembered until the styles change: a row asks for three or four, and Textual's own
+        cache works out the widget's pseudo-classes on every call."""
+        key = (classes, partial)
+        style = self._styles.get(key)
+        if style is None:
+            style = self._styles[key] = self.get_visual_style(*classes, partial=partial)
+        return style
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
@@ -266,15 +427,17 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         if strip is None:
             if len(self._strips) > 2_000:  # a long scroll: start again
                 self._strips.clear()
+            if not self._strips:
+                self._drawn_colours = self._colours()
             strip = self._strips[key] = self._render_row(*key)
         return strip
 
     def _render_row(self, index: int, scroll_x: int, width: int) -> Strip:
         if index >= len(self._layout.rows):
-            return Strip.blank(width, self.get_visual_style().rich_style)
+            return Strip.blank(width, self._style().rich_style)
         row = self._layout.rows[index]
         if row.kind != "code":
-            style = self.get_visual_style(f"diff--{row.kind}")
+            style = self._style(f"diff--{row.kind}")
             return Strip([Segment(printable(row.text), style.rich_style)]).crop_extend(
                 scroll_x, scroll_x + width, style.rich_style
             )
@@ -283,18 +446,18 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
             half = (width - 1) // 2
             left = self._cell_strip(row.left, half, current, "old")
             right = self._cell_strip(row.right, width - half - 1, current, "new")
-            return Strip.join([left, Strip([Segment("│", self.get_visual_style("diff--gutter").rich_style)]), right])
+            return Strip.join([left, Strip([Segment("│", self._style("diff--gutter").rich_style)]), right])
         strip = self._cell_strip(row.left, None, current, "both")
         return strip.crop_extend(scroll_x, scroll_x + width, self._line_style(row.left.line).rich_style)
 
     def _line_style(self, line: Line | None) -> VisualStyle:
         kind = {"+": "diff--added", "-": "diff--removed"}.get(line.kind if line else "")
-        return self.get_visual_style(kind) if kind else self.get_visual_style()
+        return self._style(kind) if kind else self._style()
 
     def _cell_strip(self, cell: Cell | None, width: int | None, current: bool, side: str) -> Strip:
         style = self._line_style(cell.line if cell else None)
         if cell is None:
-            return Strip.blank(width or 0, self.get_visual_style("diff--note").rich_style)
+            return Strip.blank(width or 0, self._style("diff--note").rich_style)
         line, d = cell.line, self._digits
         if side == "both" and self._layout.numbers == 2:
             sign = line.kind if line.kind in "+-" else " "
@@ -303,12 +466,10 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
             number = line.old if side == "old" else line.new
             numbers = f"{number or '':>{d}} "
         # the gutter takes the row's tint, unless it marks the current search match
-        gutter_style = (
-            self.get_visual_style("diff--current") if current else self.get_visual_style("diff--gutter", partial=True)
-        )
+        gutter_style = self._style("diff--current") if current else self._style("diff--gutter", partial=True)
         content = self._content(cell)
         if self._query is not None:
-            match_style = self.get_visual_style("diff--match")
+            match_style = self._style("diff--match")
             for match in self._query.finditer(content.plain):
                 content = content.stylize(match_style, match.start(), match.end())
         segments = [Segment(numbers, (style + gutter_style).rich_style)]
