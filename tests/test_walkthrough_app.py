@@ -1004,3 +1004,25 @@ def test_syntax_colours_cover_every_line_once_in_any_order(monkeypatch):
         code = Code(lines, "a.py")
         assert [code[i].plain for i in order] == [lines[i] for i in order]
         assert sum(coloured) == len(lines) and max(coloured) <= Code.CHUNK
+
+
+def test_x_gives_the_exercise_command_where_a_step_has_a_check(series_history, tmp_path, monkeypatch):
+    for name in ("TMUX", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(name, raising=False)
+    series = load_series(series_history, HISTORY_RANGE)
+    tying = next(step.number for step in series.steps if step.slug == "tying")
+    app = WalkthroughApp(series, Bookmarks(tmp_path / "walkthrough.json"), own_series=True)
+    notes: list[str] = []
+    app.notify = lambda message, **_: notes.append(message)
+
+    async def keys(pilot):
+        await pilot.press("colon", *str(tying), "enter")
+        assert status(app).endswith(" · exercise") and title(app).startswith(f"Step {tying}/")
+        await pilot.press("x")
+        assert app.clipboard == f"walkthrough exercise {tying}"
+        await pilot.press("G")  # Part II: no check
+        assert "exercise" not in status(app)
+        await pilot.press("x")
+        assert notes[-1] == f"Step {len(series.steps)} has no exercise: the checks cover Part I's steps."
+
+    drive(app, keys, SIZE)

@@ -24,6 +24,7 @@ from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 
 from .bookmark import Bookmarks
+from .checks import CHECKS
 from .diff import FileDiff, Line, shown
 from .errors import WalkthroughError
 from .history import Match, Series
@@ -99,6 +100,13 @@ class WalkthroughApp(App[None]):
             "c", "copy_checkout", "Copy", tooltip="copy `git -C HISTORY checkout` for this step", id="copy_checkout"
         ),
         Binding("y", "copy_try_it", "Copy Try-it", tooltip="copy this step's Try-it command", id="copy_try_it"),
+        Binding(
+            "x",
+            "exercise",
+            "Exercise",
+            tooltip="copy the command that makes this step an exercise: rebuild it yourself, then --check",
+            id="exercise",
+        ),
         Binding("e", "edit", "Edit", tooltip="open the file at this step in $EDITOR (a copy)", id="edit"),
         Binding("question_mark", "help", "Help", tooltip="this help", id="help"),
         Binding("q", "quit", "Quit", tooltip="quit (the step you are on is remembered)", id="quit"),
@@ -335,6 +343,8 @@ class WalkthroughApp(App[None]):
         else:
             mode = "side by side" if self.split else "unified"
         parts = [step.ref, mode]
+        if self.has_exercise(step):
+            parts.append("exercise")
         if self.match is not None:
             parts.append(f"match {self.match + 1}/{len(self.matches)}")
         if self.zoomed:
@@ -467,6 +477,17 @@ class WalkthroughApp(App[None]):
             self.notify("This step's narration has no Try-it command.", severity="warning")
             return
         self._copy_text("\n".join(lines))
+
+    def has_exercise(self, step) -> bool:
+        """Whether `walkthrough exercise N` works for this step: the project's own series, and a check for it."""
+        return self.own_series and step.slug in CHECKS
+
+    def action_exercise(self) -> None:
+        step = self.series.steps[self.index]
+        if not self.has_exercise(step):
+            self.notify(f"Step {step.number} has no exercise: the checks cover Part I's steps.", severity="warning")
+            return
+        self._copy_text(f"walkthrough exercise {step.number}")
 
     def _copy_text(self, text: str) -> None:
         """Copy through a clipboard program where there is one, and always send it to the terminal (OSC 52), then
