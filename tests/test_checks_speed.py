@@ -83,7 +83,7 @@ def mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
     [
         (
             "preset",
-            "'--max-steps', '3', '-T', '32']): (max_steps, seq_len, n_layer): expected (3, 32, 4), found (20, 64",
+            "parse_args(['--preset', 'cpu', '--max-steps', '3', '-T', '32']).max_steps: expected 3, found 20",
         ),
         ("bf16", "the model's weights: expected float32, found transformer."),
         ("compile", "what torch.compile returned: expected called in training, found never called"),

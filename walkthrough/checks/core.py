@@ -30,15 +30,9 @@ WORDS = (
     "the of and to in a is that for it as with was on be by he at this are from or an have not but his they which "
     "one you were all we"
 ).split()  # common English words, each one GPT-2 token below 1,024
-# Flags of later steps that keep a check's run quick (no validation, samples, HellaSwag or checkpoints on the way),
-# offline and on the CPU; Tree.quick adds each one the tree's parse_args accepts.
-QUICK = (
-    ("--device", "cpu"),
-    ("--val-every", "0"),
-    ("--sample-every", "0"),
-    ("--hellaswag-every", "0"),
-    ("--checkpoint-every", "0"),
-)
+# What a check's run of train_gpt2.py is unless it says otherwise (Tree.quick): the tiny model, on the CPU, and none of
+# the later steps' extras on the way (validation, samples, HellaSwag, checkpoints).
+QUICK = dict(TINY, device="cpu", val_every=0, sample_every=0, hellaswag_every=0, checkpoint_every=0)
 
 
 class CheckFailed(AssertionError):
@@ -220,7 +214,7 @@ class Tree:
     ) -> subprocess.CompletedProcess:
         """`python {module}.py argv`, run as the tree's `{module}.main(argv)` in this process (quicker than a process
         of its own), in `folder` if given: its exit status and what it printed. A SystemExit is the status the shell
-        would see (argparse's 2, sys.exit("message")'s 1); an exception out of main, the traceback the user would see,
+        would see (argparse's 2, sys.exit("message")'s 1); an exception out of main (the user would see a traceback)
         fails, and so does any status but 0 with `check`. `shown` names the run in failures."""
         main = self.name(module, "main")
         shown = shown or f"python {module}.py {' '.join(argv)}"
@@ -229,16 +223,11 @@ class Tree:
         sys.argv = [f"{module}.py", *argv]  # argparse names the script in its messages
         try:
             os.chdir(folder or cwd)
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with self.expecting(shown, expected), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
                     status = main(list(argv))
                 except SystemExit as exit:
                     status = exit.code
-        except CheckFailed:
-            raise
-        except Exception as error:
-            found = f"a traceback ending {describe(error, self.path)}"
-            raise CheckFailed(f"{shown}: expected {expected}, found {found}") from None
         finally:
             sys.argv = saved
             os.chdir(cwd)
@@ -248,20 +237,24 @@ class Tree:
         done = subprocess.CompletedProcess(argv, status or 0, out.getvalue(), err.getvalue())
         return succeeded(shown, done, expected) if check else done
 
-    def parse_args(self, argv: list[str]):
-        """The tree's `train_gpt2.parse_args(argv)`, as `python train_gpt2.py argv` would parse it; argparse's error
-        fails, with its own line."""
+    def parse_args(self, argv: list[str], **expected: object):
+        """The tree's `train_gpt2.parse_args(argv)`, as `python train_gpt2.py argv` would parse it, holding the
+        `expected` values (n_layer=4: args.n_layer is 4); argparse's error fails, with its own line."""
         parse_args = self.name("train_gpt2", "parse_args")
         err, saved = io.StringIO(), sys.argv
         sys.argv = ["train_gpt2.py", *argv]
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-                return parse_args(list(argv))
+                args = parse_args(list(argv))
         except SystemExit as exit:
             found = last_line(err.getvalue(), f"exit status {exit.code}")
             raise CheckFailed(f"parse_args({list(argv)}): expected it to parse, found: {found}") from None
         finally:
             sys.argv = saved
+        for name, value in expected.items():
+            found = getattr(args, name, None)
+            expect(found == value, f"parse_args({list(argv)}).{name}", repr(value), repr(found))
+        return args
 
     def accepts(self, argv: list[str]):
         """The tree's train_gpt2.parse_args(argv) where it takes these flags (later steps add flags that earlier ones
@@ -272,16 +265,28 @@ class Tree:
             return None
 
     def quick(self, argv: list[str]) -> list[str]:
-        """train_gpt2.py's `argv` for a check's short run, after the QUICK flags the tree's parse_args accepts, a fresh
-        --log-dir in the scratch folder and a --total-batch of one micro-batch (B × T), where it has them; `argv`'s
-        own flags win (argparse keeps the last)."""
-        chosen = [part for pair in QUICK if self.accepts(list(pair)) for part in pair]
+        """train_gpt2.py's `argv` for a check's short run, after the QUICK flags, a fresh --log-dir in the scratch
+        folder and a --total-batch of one micro-batch (B × T), each where the tree's parse_args takes it; `argv`'s own
+        flags win (argparse keeps the last)."""
+        pairs = [flags(**{name: value}) for name, value in QUICK.items()]
+        chosen = [part for pair in pairs if self.accepts(pair) for part in pair]
         if self.accepts(["--log-dir", "log"]):
             chosen += ["--log-dir", str(self.fresh("log"))]
         args = self.accepts(argv)
         if hasattr(args, "total_batch"):
             chosen += ["--total-batch", str(args.batch_size * args.seq_len)]
         return [*chosen, *argv]
+
+    @contextlib.contextmanager
+    def expecting(self, what: str, expected: str):
+        """Run the block; an exception out of the learner's code fails it as one line: 'what: expected E, found' the
+        exception, and where in the tree it was raised."""
+        try:
+            yield
+        except CheckFailed:
+            raise
+        except Exception as error:
+            raise CheckFailed(f"{what}: expected {expected}, found {describe(error, self.path)}") from None
 
     def scratch(self) -> Path:
         """A temporary folder that lives as long as the check's process (for files a check writes)."""
@@ -346,6 +351,7 @@ def describe(error: BaseException, tree: Path) -> str:
             where = f" (in {Path(frame.filename).name}:{frame.lineno}, {frame.name})"
             break
     message = " ".join(str(error).split()) or "no message"
+    message = message if len(message) <= 240 else message[:240] + " ..."
     return f"{type(error).__name__}{where}: {message}"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .core import TINY, check, expect, flags, watch
+from .core import check, expect, flags, watch
 
 EOT = 50256  # GPT-2's <|endoftext|>
 
@@ -52,6 +52,35 @@ def _first_difference(expected, found) -> str:
     return (
         f"at token {i}: expected ...{[int(t) for t in expected[show]]}..., found ...{[int(t) for t in found[show]]}..."
     )
+
+
+def _one_line(what: str, done, names: str | None, status: int | None = 1) -> None:
+    """A user's mistake (a finished run): exit status `status` (any non-zero when None), no traceback, and stderr's
+    last line naming `names`; with status 1, stderr is that one line."""
+    code, err = done.returncode, done.stderr
+    lines = err.strip().splitlines()
+    tail = lines[-1] if lines else "nothing"
+    expect("Traceback" not in err, what, "one line on stderr, no traceback", f"a traceback ending {tail!r}")
+    if status is None:
+        expect(code != 0, f"{what}: exit status", "non-zero", code)
+    else:
+        expect(code == status, f"{what}: exit status", status, f"{code} (stderr: {tail!r})")
+        expect(len(lines) == 1, f"{what}: stderr", "one line", f"{len(lines)} lines: {' / '.join(lines)[:300]!r}")
+    if names is not None:
+        expect(names in tail, f"{what}: the error", f"a line naming {names!r}", repr(tail))
+
+
+def _evaluations(calls):
+    """The runs of consecutive forwards in eval mode (the evaluations between training steps)."""
+    runs, current = [], []
+    for call in calls:
+        if call.training:  # a training step
+            if current:
+                runs.append(current)
+            current = []
+        else:
+            current.append(call)
+    return runs + ([current] if current else [])
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -205,36 +234,13 @@ def shards(tree):
 def real_run(tree):
     """With no flags the trainer is the real run: FineWeb-Edu's shard folder edu_fineweb10B, 19,073 steps (10B
     tokens at 2^19 a step) after 715 warmup steps; `--preset cpu` still trains on input.txt, and flags override it."""
-    args = tree.parse_args([])
-    for name, wanted in (("data", "edu_fineweb10B"), ("max_steps", 19073), ("warmup_steps", 715)):
-        found = getattr(args, name, None)
-        expect(found == wanted, f"parse_args([]).{name}", repr(wanted), repr(found))
-    cpu = tree.parse_args(["--preset", "cpu"])
-    for name, wanted in (("data", "input.txt"), ("max_steps", 20), ("warmup_steps", 5)):
-        found = getattr(cpu, name, None)
-        expect(found == wanted, f"parse_args(['--preset', 'cpu']).{name}", repr(wanted), repr(found))
-    found = tree.parse_args(["--preset", "cpu", "--data", "shards"]).data
-    expect(found == "shards", "parse_args(['--preset', 'cpu', '--data', 'shards']).data", "'shards'", repr(found))
+    tree.parse_args([], data="edu_fineweb10B", max_steps=19073, warmup_steps=715)
+    tree.parse_args(["--preset", "cpu"], data="input.txt", max_steps=20, warmup_steps=5)
+    tree.parse_args(["--preset", "cpu", "--data", "shards"], data="shards")
 
 
 # ------------------------------------------------------------------------------------------------------------------
 # one-line errors
-
-
-def _one_line(what: str, done, names: str | None, status: int | None = 1) -> None:
-    """A user's mistake (a finished run): exit status `status` (any non-zero when None), no traceback, and stderr's
-    last line naming `names`; with status 1, stderr is that one line."""
-    code, err = done.returncode, done.stderr
-    lines = err.strip().splitlines()
-    tail = lines[-1] if lines else "nothing"
-    expect("Traceback" not in err, what, "one line on stderr, no traceback", f"a traceback ending {tail!r}")
-    if status is None:
-        expect(code != 0, f"{what}: exit status", "non-zero", code)
-    else:
-        expect(code == status, f"{what}: exit status", status, f"{code} (stderr: {tail!r})")
-        expect(len(lines) == 1, f"{what}: stderr", "one line", f"{len(lines)} lines: {' / '.join(lines)[:300]!r}")
-    if names is not None:
-        expect(names in tail, f"{what}: the error", f"a line naming {names!r}", repr(tail))
 
 
 @check(
@@ -296,19 +302,6 @@ def data_errors(tree):
 # the validation loss
 
 
-def _evaluations(calls):
-    """The runs of consecutive forwards in eval mode (the evaluations between training steps)."""
-    runs, current = [], []
-    for call in calls:
-        if call.training:  # a training step
-            if current:
-                runs.append(current)
-            current = []
-        else:
-            current.append(call)
-    return runs + ([current] if current else [])
-
-
 @check("validation", "train_gpt2.main(argv)", "GPT.forward", "--val-every", "--val-steps")
 def validation(tree):
     """The run measures a validation loss at step 0, every --val-every steps and after the last step (none with
@@ -324,7 +317,7 @@ def validation(tree):
     names = {"edufineweb_val_000000.npy": val_tokens, "edufineweb_train_000001.npy": train_tokens}
     folder = _save_shards(tree.scratch() / "validation-data", names)
     B, T, val_steps = 2, 16, 2
-    base = ["--data", str(folder), *flags(**TINY, batch_size=B, seq_len=T, warmup_steps=1, val_steps=val_steps)]
+    base = ["--data", str(folder), *flags(batch_size=B, seq_len=T, warmup_steps=1, val_steps=val_steps)]
 
     shown = f"main([..., '--max-steps', '3', '--val-every', '2', '--val-steps', '{val_steps}'])"
     with watch(GPT) as calls:
@@ -377,6 +370,4 @@ def validation(tree):
     lines = [line for line in out.splitlines() if re.match(r"\s*val(idation)?[ _]loss", line, re.IGNORECASE)]
     expect(not lines, f"{shown}: validation lines", "none", repr(lines[0]) if lines else "")
 
-    for name, wanted in (("val_every", 250), ("val_steps", 20)):
-        found = getattr(tree.parse_args([]), name, None)
-        expect(found == wanted, f"parse_args([]).{name}", wanted, found)
+    tree.parse_args([], val_every=250, val_steps=20)

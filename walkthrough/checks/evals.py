@@ -13,16 +13,16 @@ import json
 import math
 import re
 
-from .core import PROMPT, TINY, CheckFailed, check, expect, expect_close, expect_tensors_close, flags, last_line
+from .core import PROMPT, CheckFailed, check, expect, expect_close, expect_tensors_close, flags, last_line
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- tiny runs of the step's own scripts
 
-RUN = flags(**TINY, batch_size=2, seq_len=16, max_steps=4, warmup_steps=2)  # one micro-batch of 2 × 16 a step
+RUN = flags(batch_size=2, seq_len=16, max_steps=4, warmup_steps=2)  # the tiny model on one micro-batch of 2 × 16 a step
 
 
 def tiny_argv(tree, log_dir=None, **own: object) -> list[str]:
-    """train_gpt2.py's arguments for a tiny run (RUN on the word corpus, every extra off) into `log_dir` if given,
+    """train_gpt2.py's arguments for a tiny run (RUN on the word corpus, Tree.quick) into `log_dir` if given,
     then the check's `own` flags as keyword arguments (max_steps=4 is --max-steps 4), passed whether the step knows
     them or not: that is the check."""
     log = ["--log-dir", str(log_dir)] if log_dir else []

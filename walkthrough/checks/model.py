@@ -10,19 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .core import (
-    PROMPT,
-    TINY,
-    CheckFailed,
-    check,
-    describe,
-    expect,
-    expect_close,
-    expect_tensors_close,
-    flags,
-    printed,
-    step_lines,
-)
+from .core import PROMPT, TINY, WORDS, check, expect, expect_close, expect_tensors_close, printed, step_lines
 
 VOCAB = 50257  # GPT-2's vocabulary: every check builds models with it, whatever a later step's default is
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")  # stored (in, out)
@@ -87,6 +75,81 @@ def logits_of(model, idx):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
+def among_top(model, out, start, k, block_size, call):
+    """Every token of `out` from position `start` on is one of the k most likely after the block_size tokens
+    before it."""
+    import torch
+
+    with torch.no_grad():
+        for t in range(start, out.size(1)):
+            last = logits_of(model, out[:, max(0, t - block_size) : t])[:, -1, :]
+            for row in range(out.size(0)):
+                token = out[row, t].item()
+                rank = int((last[row] > last[row, token]).sum().item()) + 1
+                expect(
+                    rank <= k,
+                    f"{call}: token {t} of row {row}",
+                    f"one of the {k} most likely next tokens (reading at most {block_size} back)",
+                    f"token {token}, ranked {rank}",
+                )
+
+
+def loader_file(folder, name, tokens_mod):
+    """A text of common words with a literal '<|endoftext|>' inside, grown until its token count N satisfies
+    N % 16 == tokens_mod; returns its path and its tokens (as plain text)."""
+    import random
+
+    import tiktoken
+
+    enc = tiktoken.get_encoding("gpt2")
+    pick = random.Random(name).choice
+    text = " ".join(pick(WORDS) for _ in range(60)) + " <|endoftext|>" + "".join(" " + pick(WORDS) for _ in range(60))
+    while len(enc.encode_ordinary(text)) % 16 != tokens_mod:
+        text += " " + pick(WORDS)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path, enc.encode_ordinary(text)
+
+
+def window(tokens, found):
+    """Where the flat list `found` sits in `tokens` (its first index), or None."""
+    n = len(found)
+    return next((s for s in range(len(tokens) - n + 1) if tokens[s : s + n] == found), None)
+
+
+def read_epoch(tree, DataLoaderLite, path, tokens, B, T):
+    """One epoch of `DataLoaderLite(path, B, T)` and the first batch of the next, checked batch by batch."""
+    import torch
+
+    # tiktoken's encode refuses the text '<|endoftext|>' (a special token) unless told otherwise
+    expected = "a loader reading '<|endoftext|>' as plain text (encode_ordinary)"
+    with tree.expecting(f"DataLoaderLite({path.name}, {B}, {T})", expected):
+        loader = DataLoaderLite(str(path), B, T)
+    BT, N = B * T, len(tokens)
+    batches = (N - 1) // BT  # each batch needs B*T + 1 tokens: its inputs and one more target
+    for k in range(batches + 1):
+        what = f"DataLoaderLite({path.name} of {N} tokens, B={B}, T={T}): batch {k + 1}"
+        start = 0 if k == batches else k * BT
+        when = "the first batch again (a new epoch)" if k == batches else f"tokens {start}..{start + BT - 1}"
+        with tree.expecting(what, when):  # e.g. a last batch one target short
+            x, y = loader.next_batch()
+        expect(
+            tuple(x.shape) == (B, T) and tuple(y.shape) == (B, T), f"{what}'s x and y shapes", (B, T), tuple(x.shape)
+        )
+        expect(x.dtype == torch.long, f"{what}'s x dtype", torch.long, x.dtype)
+        fx, fy = x.reshape(-1).tolist(), y.reshape(-1).tolist()
+        sx, sy = window(tokens, fx), window(tokens, fy)
+        expect(
+            sx is not None,
+            f"{what}'s x",
+            f"{BT} consecutive tokens of the file (the rows one after another)",
+            "other tokens",
+        )
+        shifted = {sx - 1: "the token before it (shifted the wrong way)", sx: "y equal to x"}.get(sy, "other tokens")
+        expect(sy == sx + 1, what, "y to be x shifted by one (each target the token after its input)", shifted)
+        expect(sx == start, f"{what}'s x", when, f"tokens {sx}..{sx + BT - 1}")
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # step 1 to 9
 
@@ -125,9 +188,9 @@ def skeleton(tree):
             value = value.t()  # transformers keeps OpenAI's (in, out) layout; nn.Linear holds (out, in)
         mine = ours[key]
         expect(tuple(mine.shape) == tuple(value.shape), f"{key}'s shape", tuple(value.shape), tuple(mine.shape))
-        if not torch.equal(mine.detach().cpu().float(), value.float()):
-            hint = " (copied without the transpose?)" if key.endswith(CONV1D) else ""
-            raise CheckFailed(f"GPT.from_pretrained: {key}: expected the checkpoint's values, found others{hint}")
+        hint = " (copied without the transpose?)" if key.endswith(CONV1D) else ""
+        same = torch.equal(mine.detach().cpu().float(), value.float())
+        expect(same, f"GPT.from_pretrained: {key}", "the checkpoint's values", f"others{hint}")
 
 
 @check("forward", "GPT.from_pretrained(folder)", "GPT.forward(idx)")
@@ -145,12 +208,8 @@ def forward(tree):
         idx = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(T))
         what = f"GPT.forward(idx)'s logits for ({B}, {T}) tokens"
         with torch.no_grad():
-            try:
+            with tree.expecting(f"{what} (block_size 64)", "logits"):
                 logits = logits_of(model, idx)
-            except Exception as error:
-                raise CheckFailed(
-                    f"{what} (block_size 64): expected logits, found {describe(error, tree.path)}"
-                ) from None
             expect(tuple(logits.shape) == (B, T, VOCAB), what, (B, T, VOCAB), tuple(logits.shape))
             changed = idx.clone()
             changed[:, 40] = (idx[:, 40] + 1) % VOCAB
@@ -163,25 +222,6 @@ def forward(tree):
             )
             expected = reference(idx).logits
         expect_tensors_close(f"{what}, against transformers' GPT-2", expected, logits, atol=1e-4)
-
-
-def among_top(model, out, start, k, block_size, call):
-    """Every token of `out` from position `start` on is one of the k most likely after the block_size tokens
-    before it."""
-    import torch
-
-    with torch.no_grad():
-        for t in range(start, out.size(1)):
-            last = logits_of(model, out[:, max(0, t - block_size) : t])[:, -1, :]
-            for row in range(out.size(0)):
-                token = out[row, t].item()
-                rank = int((last[row] > last[row, token]).sum().item()) + 1
-                expect(
-                    rank <= k,
-                    f"{call}: token {t} of row {row}",
-                    f"one of the {k} most likely next tokens (reading at most {block_size} back)",
-                    f"token {token}, ranked {rank}",
-                )
 
 
 @check("sampling", "GPT.generate(idx, max_new_tokens, top_k=50, generator=None)")
@@ -209,12 +249,8 @@ def sampling(tree):
 
     prompt = torch.randint(0, VOCAB, (2, 14), generator=torch.Generator().manual_seed(1))
     call = "GPT.generate(prompt of (2, 14), 6, top_k=5, generator=g) with block_size 16"
-    try:
+    with tree.expecting(call, "it to read the last 16 tokens"):  # fed more, a model fails in its own way: say why
         out = model.generate(prompt, 6, top_k=5, generator=torch.Generator().manual_seed(42))
-    except Exception as error:  # a model fed more than block_size tokens fails in its own way: say why
-        raise CheckFailed(
-            f"{call}: expected it to read the last 16 tokens, found {describe(error, tree.path)}"
-        ) from None
     expect(tuple(out.shape) == (2, 20), f"{call}'s shape", (2, 20), tuple(out.shape))
     among_top(model, out, 14, 5, 16, call)
 
@@ -247,12 +283,8 @@ def first_loss(tree):
     buf = torch.tensor(tiktoken.get_encoding("gpt2").encode(text[:1000])[: B * T + 1])
     x, y = buf[:-1].view(B, T), buf[1:].view(B, T)
     model = tree.gpt(seed=1337)
-    try:
+    with tree.expecting("GPT.forward(idx, targets)", "it to take the targets"):
         out = model(x, y)
-    except TypeError as error:
-        raise CheckFailed(
-            f"GPT.forward(idx, targets): expected it to take the targets, found TypeError: {error}"
-        ) from None
     pair = isinstance(out, (tuple, list)) and len(out) == 2
     expect(pair, "GPT.forward(idx, targets)", "(logits, loss)", type(out).__name__)
     logits, loss = out
@@ -283,8 +315,8 @@ def overfit(tree):
     folder = tree.scratch() / "overfit"
     folder.mkdir(exist_ok=True)
     (folder / "input.txt").write_text(SHAKESPEARE, encoding="utf-8")  # one batch of 1 × 16 (+1) fits, not two
-    argv = [*flags(**TINY), "-B", "1", "-T", "16", "--lr", "2e-2", "--max-steps", "20"]
-    shown = "main(['--n-layer', '2', ..., '--lr', '2e-2', '--max-steps', '20'])"
+    argv = ["-B", "1", "-T", "16", "--lr", "2e-2", "--max-steps", "20"]
+    shown = "main(['--n-layer', '2', ..., '--lr', '2e-2', '--max-steps', '20'])"  # the tiny model's flags first
     out = tree.main(tree.quick(argv), shown, folder=folder).stdout
     losses = [printed(lines[0], "loss") for _, lines in sorted(step_lines(out).items())]
     losses = [loss for loss in losses if loss is not None]
@@ -296,75 +328,6 @@ def overfit(tree):
         f"{losses[0]:.4f}",
     )
     expect(losses[19] < 0.5, f"{shown}: the loss at step 19 on the one batch", "below 0.5", f"{losses[19]:.4f}")
-
-
-def loader_file(folder, name, tokens_mod):
-    """A text of common words with a literal '<|endoftext|>' inside, grown until its token count N satisfies
-    N % 16 == tokens_mod; returns its path and its tokens (as plain text)."""
-    import random
-
-    import tiktoken
-
-    enc = tiktoken.get_encoding("gpt2")
-    pick = random.Random(name).choice
-    words = "the of and to in a is that for it as with was on be by he at this are from or an have not but his".split()
-    text = " ".join(pick(words) for _ in range(60)) + " <|endoftext|>" + "".join(" " + pick(words) for _ in range(60))
-    while len(enc.encode_ordinary(text)) % 16 != tokens_mod:
-        text += " " + pick(words)
-    path = folder / name
-    path.write_text(text, encoding="utf-8")
-    return path, enc.encode_ordinary(text)
-
-
-def window(tokens, found):
-    """Where the flat list `found` sits in `tokens` (its first index), or None."""
-    n = len(found)
-    return next((s for s in range(len(tokens) - n + 1) if tokens[s : s + n] == found), None)
-
-
-def read_epoch(tree, DataLoaderLite, path, tokens, B, T):
-    """One epoch of `DataLoaderLite(path, B, T)` and the first batch of the next, checked batch by batch."""
-    import torch
-
-    try:
-        loader = DataLoaderLite(str(path), B, T)
-    except Exception as error:
-        found = describe(error, tree.path)
-        if "special token" in str(error):  # tiktoken's encode refuses the text '<|endoftext|>' unless told otherwise
-            found = f"{type(error).__name__}: the text '<|endoftext|>' refused as a special token"
-            found += " (encode_ordinary reads it as text)"
-        raise CheckFailed(
-            f"DataLoaderLite({path.name}, {B}, {T}), a file of plain text: expected a loader, found {found}"
-        ) from None
-    BT, N = B * T, len(tokens)
-    batches = (N - 1) // BT  # each batch needs B*T + 1 tokens: its inputs and one more target
-    for k in range(batches + 1):
-        what = f"DataLoaderLite({path.name} of {N} tokens, B={B}, T={T}): batch {k + 1}"
-        start = 0 if k == batches else k * BT
-        when = "the first batch again (a new epoch)" if k == batches else f"tokens {start}..{start + BT - 1}"
-        try:
-            x, y = loader.next_batch()
-        except Exception as error:  # e.g. a last batch one target short
-            raise CheckFailed(f"{what}: expected {when}, found {describe(error, tree.path)}") from None
-        expect(
-            tuple(x.shape) == (B, T) and tuple(y.shape) == (B, T), f"{what}'s x and y shapes", (B, T), tuple(x.shape)
-        )
-        expect(x.dtype == torch.long, f"{what}'s x dtype", torch.long, x.dtype)
-        fx, fy = x.reshape(-1).tolist(), y.reshape(-1).tolist()
-        sx, sy = window(tokens, fx), window(tokens, fy)
-        expect(
-            sx is not None,
-            f"{what}'s x",
-            f"{BT} consecutive tokens of the file (the rows one after another)",
-            "other tokens",
-        )
-        if sy != sx + 1:
-            found = {sx - 1: "the token before it (shifted the wrong way)", sx: "y equal to x"}.get(sy, "other tokens")
-            raise CheckFailed(
-                f"{what}: expected y to be x shifted by one (each target the token after its input), found {found}"
-            )
-        if sx != start:
-            raise CheckFailed(f"{what}'s x: expected {when}, found tokens {sx}..{sx + BT - 1}")
 
 
 @check("loader", "train_gpt2.DataLoaderLite(path, B, T)", "DataLoaderLite.next_batch() -> (x, y)", "--data FILE")
@@ -382,7 +345,7 @@ def loader(tree):
 
     empty = folder / "run"  # no input.txt here: the run must read the file --data names
     empty.mkdir(exist_ok=True)
-    argv = ["--data", str(path), *flags(**TINY), "-B", "2", "-T", "8", "--max-steps", "2"]
+    argv = ["--data", str(path), "-B", "2", "-T", "8", "--max-steps", "2"]
     shown = "train_gpt2.main(['--data', FILE, ...])"
     tree.main(tree.quick(argv), shown, folder=empty, expected="it to train on FILE")
 

@@ -18,23 +18,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .core import (
-    TINY,
-    CheckFailed,
-    check,
-    expect,
-    expect_close,
-    expect_tensors_close,
-    flags,
-    printed,
-    step_lines,
-    watch,
-)
+from .core import CheckFailed, check, expect, expect_close, expect_tensors_close, printed, step_lines, watch
 
-# A tiny model; the preset supplies the rest (B=8, T=64, and from step 19 on 512 tokens a step). The word corpus only
-# uses tokens below 1,024, so the vocabulary (and every logit) can stay small where the script takes --vocab-size.
+# The tiny model (Tree.quick) narrowed to 16 channels; the preset supplies the rest (B=8, T=64, and from step 19 on 512
+# tokens a step). The word corpus only uses tokens below 1,024, so the vocabulary (and every logit) can stay small
+# where the script takes --vocab-size.
 PRESET = ("--preset", "cpu")
-SETUP = (*PRESET, *flags(**(TINY | dict(n_embd=16))))
+SETUP = (*PRESET, "--n-embd", "16")
 SMALL_VOCAB = ("--vocab-size", "1024")
 
 
@@ -166,6 +156,39 @@ def launch(tree, flags, nproc, timeout, command, attempt):
     return texts, failed, taken
 
 
+def schedule(step, max_lr, min_lr, warmup_steps, max_steps):
+    """The narration's schedule, worked out here as the check's oracle."""
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    if step >= max_steps:
+        return min_lr
+    progress = (step - warmup_steps) / (max_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * progress)) / 2
+
+
+def ranks_against_one(tree, B: int, steps: int = 3) -> None:
+    """2 gloo ranks, each on micro-batches of B × 64, against one process with the same flags (so twice the
+    micro-steps): only rank 0 prints, the same loss and gradient norm at every step, replicas that end identical."""
+    own = ("-B", str(B), "--total-batch", "512", "--max-steps", str(steps))
+    two = ranks(tree, own)
+    one = train_here(tree, *own)
+    micro = 512 // (B * 64 * 2)
+    under = f"2 ranks ({micro} micro-step{'s' if micro > 1 else ''} of B={B} each)"
+    lines = step_lines(two.text)
+    for step in range(steps):
+        count = len(lines.get(step, []))
+        expect(count == 1, f"step {step}'s printed line with {under}", "once (only rank 0 prints)", f"{count} times")
+    for step in range(steps):
+        for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
+            expected, found = one.value(step, name), two.value(step, name)
+            what = f"the {name} at step {step} with {under}, against 1 process on the same 512 tokens"
+            expect_close(what, expected, found, tolerance, tolerance)
+    drift = printed(two.text, "replicas differ by at most")
+    said = "'replicas differ by at most ...'"
+    expect(drift is not None, f"what rank 0 prints at the end with {under}", said, "no such line")
+    expect(drift == 0.0, f"the largest weight difference between the ranks with {under}", 0.0, f"{drift:.3e}")
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # ---- step 16: AdamW's betas, and gradient clipping
 
@@ -199,16 +222,6 @@ def betas_clip(tree):
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- step 17: learning-rate warmup and cosine decay
-
-
-def schedule(step, max_lr, min_lr, warmup_steps, max_steps):
-    """The narration's schedule, worked out here as the check's oracle."""
-    if step < warmup_steps:
-        return max_lr * (step + 1) / warmup_steps
-    if step >= max_steps:
-        return min_lr
-    progress = (step - warmup_steps) / (max_steps - warmup_steps)
-    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * progress)) / 2
 
 
 @check("lr-schedule", "train_gpt2.get_lr", "--max-lr", "--min-lr-ratio", "--warmup-steps", "--max-steps")
@@ -320,34 +333,6 @@ def grad_accum(tree):
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- steps 20 and 21: DistributedDataParallel, and where the sync flag goes
-
-
-def ranks_against_one(tree, B: int, steps: int = 3) -> None:
-    """2 gloo ranks, each on micro-batches of B × 64, against one process with the same flags (so twice the
-    micro-steps): only rank 0 prints, the same loss and gradient norm at every step, replicas that end identical."""
-    own = ("-B", str(B), "--total-batch", "512", "--max-steps", str(steps))
-    two = ranks(tree, own)
-    one = train_here(tree, *own)
-    micro = 512 // (B * 64 * 2)
-    under = f"2 ranks ({micro} micro-step{'s' if micro > 1 else ''} of B={B} each)"
-    lines = step_lines(two.text)
-    for step in range(steps):
-        count = len(lines.get(step, []))
-        expect(count == 1, f"step {step}'s printed line with {under}", "once (only rank 0 prints)", f"{count} times")
-    for step in range(steps):
-        for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
-            expected, found = one.value(step, name), two.value(step, name)
-            what = f"the {name} at step {step} with {under}, against 1 process on the same 512 tokens"
-            expect_close(what, expected, found, tolerance, tolerance)
-    match = re.search(r"replicas differ by at most\s+([-+0-9.eE]+|nan|inf)", two.text)
-    expect(
-        match is not None,
-        f"what rank 0 prints at the end with {under}",
-        "'replicas differ by at most ...'",
-        "no such line",
-    )
-    drift = float(match.group(1))
-    expect(drift == 0.0, f"the largest weight difference between the ranks with {under}", 0.0, f"{drift:.3e}")
 
 
 @check("ddp", "torchrun --nproc_per_node=2 train_gpt2.py --device cpu", "train_gpt2.replica_drift", "the printed loss")

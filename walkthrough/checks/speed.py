@@ -14,17 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .core import (
-    TINY,
-    check,
-    expect,
-    expect_close,
-    expect_tensors_close,
-    flags,
-    printed,
-    step_lines,
-    watch,
-)
+from .core import check, expect, expect_close, expect_tensors_close, flags, printed, step_lines, watch
 
 
 @dataclass
@@ -51,60 +41,13 @@ def train_run(tree, *own: str, steps: int = 1) -> Run:
     failure."""
     GPT = tree.name("train_gpt2", "GPT")
     argv = ["--preset", "cpu", "--data", str(tree.corpus())]
-    argv += [*flags(**TINY, batch_size=2, seq_len=16, max_steps=steps), *own]
+    argv += [*flags(batch_size=2, seq_len=16, max_steps=steps), *own]
     run = Run(own)
     with watch(GPT, step=run.optimizers.append) as forwards:
         run.stdout = tree.main(tree.quick(argv), run.shown).stdout
     run.forwards = forwards
     expect(bool(run.forwards), f"{run.shown}", "GPT.forward to run", "no call of a GPT's forward")
     return run
-
-
-# ------------------------------------------------------------------------------------------------------------------
-
-
-@check("preset", "train_gpt2.parse_args", "--preset cpu")
-def preset(tree):
-    """`--preset cpu` swaps the lecture's GPU-sized defaults (12 layers, 768 channels, T=1024) for a small model
-    that trains on a laptop (4 layers, 4 heads, 128 channels, batches of 8 × 64, lr 3e-3, 20 steps), and any flag
-    you give still wins over the preset, before or after it on the command line."""
-
-    def parse(*argv):
-        return tree.parse_args(list(argv))
-
-    def learning_rate(args):  # `--lr` here; later steps call it `--max-lr`
-        return getattr(args, "lr", getattr(args, "max_lr", None))
-
-    small = parse("--preset", "cpu")
-    cpu = dict(n_layer=4, n_head=4, n_embd=128, batch_size=8, seq_len=64, max_steps=20)
-    found = {name: getattr(small, name, None) for name in cpu}
-    expect(found == cpu, "parse_args(['--preset', 'cpu'])", cpu, found)
-    expect_close("parse_args(['--preset', 'cpu'])'s learning rate", 3e-3, learning_rate(small) or math.nan)
-
-    after = parse("--preset", "cpu", "--max-steps", "3", "-T", "32")
-    found = (after.max_steps, after.seq_len, after.n_layer)
-    expect(
-        found == (3, 32, 4),
-        "parse_args(['--preset', 'cpu', '--max-steps', '3', '-T', '32']): (max_steps, seq_len, n_layer)",
-        (3, 32, 4),
-        found,
-    )
-    before = parse("--n-layer", "2", "-B", "2", "--preset", "cpu")
-    found = (before.n_layer, before.batch_size, before.n_head)
-    expect(
-        found == (2, 2, 4),
-        "parse_args(['--n-layer', '2', '-B', '2', '--preset', 'cpu']): (n_layer, batch_size, n_head)",
-        (2, 2, 4),
-        found,
-    )
-
-    plain = parse()
-    gpu = dict(n_layer=12, n_head=12, n_embd=768, seq_len=1024)
-    found = {name: getattr(plain, name, None) for name in gpu}
-    expect(found == gpu, "parse_args([]) (the lecture's GPU run)", gpu, found)
-
-
-# ------------------------------------------------------------------------------------------------------------------
 
 
 def tf32_setting() -> str:
@@ -118,6 +61,99 @@ def tf32_setting() -> str:
 
 
 MEAN_LINE = re.compile(r"^.*\bmean\b.*?([0-9.]+)\s*ms", re.M | re.I)
+
+
+@dataclass
+class Compiled:
+    """One call of the stand-in `torch.compile`: the module it was given (or whose call it was given, as
+    `module.compile()` does it), and how many times what it returned was called."""
+
+    module: object
+    runs: int = 0
+
+
+@contextlib.contextmanager
+def fake_compile():
+    """`torch.compile` replaced while the block runs: each call is recorded, and what it returns runs the model
+    eagerly and counts its calls (compiling for real on a CPU takes far longer than a check may). Given a module, it
+    returns a wrapper that, like torch's own compiled module, holds it as `_orig_mod` and passes attributes
+    through; given a function (`module.compile()` hands over the module's call), a counting function."""
+    import torch
+
+    calls: list[Compiled] = []
+
+    class CompiledModule(torch.nn.Module):
+        def __init__(self, model, record):
+            super().__init__()
+            self._orig_mod = model
+            self._record = record
+
+        def forward(self, *args, **kwargs):
+            self._record.runs += 1
+            return self._orig_mod(*args, **kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self._orig_mod, name)
+
+    def compile(model=None, *args, **options):
+        if isinstance(model, torch.nn.Module):
+            record = Compiled(model)
+            calls.append(record)
+            return CompiledModule(model, record)
+        record = Compiled(getattr(model, "__self__", model))
+        calls.append(record)
+
+        def counted(*args, **kwargs):
+            record.runs += 1
+            return model(*args, **kwargs)
+
+        return counted
+
+    real = torch.compile
+    torch.compile = compile
+    try:
+        yield calls
+    finally:
+        torch.compile = real
+
+
+def causal_attention(x, attention, n_head):
+    """Multi-head causal self-attention computed by hand in float64 from the module's own c_attn and c_proj: scores
+    q·k / sqrt(head size), the future masked out, a softmax, a weighted sum of the values, the heads side by side."""
+    import torch
+
+    x = x.double()
+    B, T, C = x.shape
+    qkv = x @ attention.c_attn.weight.double().T + attention.c_attn.bias.double()
+    q, k, v = (part.view(B, T, n_head, C // n_head).transpose(1, 2) for part in qkv.split(C, dim=2))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(C // n_head)
+    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    y = (weights @ v).transpose(1, 2).reshape(B, T, C)
+    return y @ attention.c_proj.weight.double().T + attention.c_proj.bias.double()
+
+
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@check("preset", "train_gpt2.parse_args", "--preset cpu")
+def preset(tree):
+    """`--preset cpu` swaps the lecture's GPU-sized defaults (12 layers, 768 channels, T=1024) for a small model
+    that trains on a laptop (4 layers, 4 heads, 128 channels, batches of 8 × 64, lr 3e-3, 20 steps), and any flag
+    you give still wins over the preset, before or after it on the command line."""
+
+    cpu = tree.parse_args(["--preset", "cpu"], n_layer=4, n_head=4, n_embd=128, batch_size=8, seq_len=64, max_steps=20)
+    learning_rate = getattr(cpu, "lr", getattr(cpu, "max_lr", None))  # `--lr` here; later steps call it `--max-lr`
+    expect_close("parse_args(['--preset', 'cpu'])'s learning rate", 3e-3, learning_rate or math.nan)
+    tree.parse_args(["--preset", "cpu", "--max-steps", "3", "-T", "32"], max_steps=3, seq_len=32, n_layer=4)
+    tree.parse_args(["--n-layer", "2", "-B", "2", "--preset", "cpu"], n_layer=2, batch_size=2, n_head=4)
+    tree.parse_args([], n_layer=12, n_head=12, n_embd=768, seq_len=1024)  # the lecture's GPU run
+
+
+# ------------------------------------------------------------------------------------------------------------------
 
 
 @check(
@@ -215,63 +251,6 @@ def bf16(tree):
 # ------------------------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Compiled:
-    """One call of the stand-in `torch.compile`: the module it was given (or whose call it was given, as
-    `module.compile()` does it), and how many times what it returned was called."""
-
-    module: object
-    runs: int = 0
-
-
-@contextlib.contextmanager
-def fake_compile():
-    """`torch.compile` replaced while the block runs: each call is recorded, and what it returns runs the model
-    eagerly and counts its calls (compiling for real on a CPU takes far longer than a check may). Given a module, it
-    returns a wrapper that, like torch's own compiled module, holds it as `_orig_mod` and passes attributes
-    through; given a function (`module.compile()` hands over the module's call), a counting function."""
-    import torch
-
-    calls: list[Compiled] = []
-
-    class CompiledModule(torch.nn.Module):
-        def __init__(self, model, record):
-            super().__init__()
-            self._orig_mod = model
-            self._record = record
-
-        def forward(self, *args, **kwargs):
-            self._record.runs += 1
-            return self._orig_mod(*args, **kwargs)
-
-        def __getattr__(self, name):
-            try:
-                return super().__getattr__(name)
-            except AttributeError:
-                return getattr(self._orig_mod, name)
-
-    def compile(model=None, *args, **options):
-        if isinstance(model, torch.nn.Module):
-            record = Compiled(model)
-            calls.append(record)
-            return CompiledModule(model, record)
-        record = Compiled(getattr(model, "__self__", model))
-        calls.append(record)
-
-        def counted(*args, **kwargs):
-            record.runs += 1
-            return model(*args, **kwargs)
-
-        return counted
-
-    real = torch.compile
-    torch.compile = compile
-    try:
-        yield calls
-    finally:
-        torch.compile = real
-
-
 @check("compile", "train_gpt2.main", "--compile", "--no-compile", "torch.compile")
 def compile_(tree):
     """`--compile` hands the GPT to `torch.compile` and trains the compiled model it returns; `--no-compile`
@@ -300,22 +279,6 @@ def compile_(tree):
 
 
 # ------------------------------------------------------------------------------------------------------------------
-
-
-def causal_attention(x, attention, n_head):
-    """Multi-head causal self-attention computed by hand in float64 from the module's own c_attn and c_proj: scores
-    q·k / sqrt(head size), the future masked out, a softmax, a weighted sum of the values, the heads side by side."""
-    import torch
-
-    x = x.double()
-    B, T, C = x.shape
-    qkv = x @ attention.c_attn.weight.double().T + attention.c_attn.bias.double()
-    q, k, v = (part.view(B, T, n_head, C // n_head).transpose(1, 2) for part in qkv.split(C, dim=2))
-    scores = q @ k.transpose(-2, -1) / math.sqrt(C // n_head)
-    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
-    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
-    y = (weights @ v).transpose(1, 2).reshape(B, T, C)
-    return y @ attention.c_proj.weight.double().T + attention.c_proj.bias.double()
 
 
 @check(
