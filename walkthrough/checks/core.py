@@ -1,5 +1,7 @@
 """What every exercise check is made of: a registry keyed by the step's Step-Id, the learner's tree, and failures
-that read as one line (what was expected, what was found, and which name).
+that read as one line (what was expected, what was found, and which name); and what the checks share: the learner's
+scripts run in this process as their command line would run them (Tree.main, on a quick run's flags: Tree.quick),
+tiny models and texts, and a run watched from outside (watch).
 
 A check proves what a step's code *does*, through the names the step defines (classes, functions, flags, files it
 writes), never through its text: a correct solution written differently passes, a subtly wrong one fails. It runs
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+VOCAB = 50257  # GPT-2's vocabulary, the tokenizer's
 TINY = dict(n_layer=2, n_head=2, n_embd=32)  # the small model most checks build: a training step takes milliseconds
 PROMPT = "Hello, I'm a language model,"  # the scripts' sampling prompt
 WORDS = (
@@ -184,6 +187,17 @@ class Tree:
             found = getattr(found, part)
         return found
 
+    @contextlib.contextmanager
+    def expecting(self, what: str, expected: str):
+        """Run the block; an exception out of the learner's code fails it as one line: 'what: expected E, found' the
+        exception, and where in the tree it was raised."""
+        try:
+            yield
+        except CheckFailed:
+            raise
+        except Exception as error:
+            raise CheckFailed(f"{what}: expected {expected}, found {describe(error, self.path)}") from None
+
     def run(
         self, *args: str, shown: str = "", check: bool = True, env: dict | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess:
@@ -277,17 +291,6 @@ class Tree:
             chosen += ["--total-batch", str(args.batch_size * args.seq_len)]
         return [*chosen, *argv]
 
-    @contextlib.contextmanager
-    def expecting(self, what: str, expected: str):
-        """Run the block; an exception out of the learner's code fails it as one line: 'what: expected E, found' the
-        exception, and where in the tree it was raised."""
-        try:
-            yield
-        except CheckFailed:
-            raise
-        except Exception as error:
-            raise CheckFailed(f"{what}: expected {expected}, found {describe(error, self.path)}") from None
-
     def scratch(self) -> Path:
         """A temporary folder that lives as long as the check's process (for files a check writes)."""
         if self._scratch is None:
@@ -313,7 +316,7 @@ class Tree:
         `sizes` say otherwise."""
         import torch
 
-        config = dict(block_size=64, vocab_size=50257, **TINY)
+        config = dict(TINY, block_size=64, vocab_size=VOCAB)
         config.update(sizes)
         GPT, GPTConfig = self.name("train_gpt2", "GPT"), self.name("train_gpt2", "GPTConfig")
         torch.manual_seed(seed)
@@ -321,15 +324,14 @@ class Tree:
 
     def tiny_gpt2(self, **sizes: int) -> Path:
         """A small random GPT-2 saved by transformers (the `[hf]` extra): an offline stand-in for OpenAI's weights
-        that `from_pretrained` reads like the real ones. Default sizes: 2 layers, 2 heads, 32 channels, 64
-        positions, GPT-2's vocabulary."""
+        that `from_pretrained` reads like the real ones. Default sizes: TINY's, 64 positions, GPT-2's vocabulary."""
         try:
             from transformers import GPT2Config, GPT2LMHeadModel
         except ImportError:
             raise CheckFailed("this check needs transformers: expected it installed (pip install -e '.[hf]')") from None
         import torch
 
-        config = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 64, "vocab_size": 50257, **sizes}
+        config = {**TINY, "n_positions": 64, "vocab_size": VOCAB, **sizes}
         folder = self.scratch() / "tiny-gpt2-{n_layer}-{n_head}-{n_embd}-{n_positions}-{vocab_size}".format(**config)
         if not folder.exists():
             torch.manual_seed(0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .core import check, expect, flags, watch
+from .core import VOCAB, check, expect, flags, watch
 
 EOT = 50256  # GPT-2's <|endoftext|>
 
@@ -264,7 +264,7 @@ def data_errors(tree):
     _one_line("python train_gpt2.py --data no_such_folder", done, "no_such_folder")
 
     rng = np.random.default_rng(25)
-    good = rng.integers(0, 50257, 400).astype(np.uint16)
+    good = rng.integers(0, VOCAB, 400).astype(np.uint16)
     val = {"edufineweb_val_000000.npy": good[:200]}
     folders = {
         "only_val": val,
@@ -313,7 +313,7 @@ def validation(tree):
     GPT = tree.name("train_gpt2", "GPT")
     DataLoaderLite = tree.name("train_gpt2", "DataLoaderLite")
     rng = np.random.default_rng(26)
-    val_tokens, train_tokens = (rng.integers(0, 50257, 300).astype(np.uint16) for _ in range(2))
+    val_tokens, train_tokens = (rng.integers(0, VOCAB, 300).astype(np.uint16) for _ in range(2))
     names = {"edufineweb_val_000000.npy": val_tokens, "edufineweb_train_000001.npy": train_tokens}
     folder = _save_shards(tree.scratch() / "validation-data", names)
     B, T, val_steps = 2, 16, 2

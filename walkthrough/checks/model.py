@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 
-from .core import PROMPT, TINY, WORDS, check, expect, expect_close, expect_tensors_close, printed, step_lines
+from .core import PROMPT, TINY, VOCAB, WORDS, check, expect, expect_close, expect_tensors_close, printed, step_lines
 
-VOCAB = 50257  # GPT-2's vocabulary: every check builds models with it, whatever a later step's default is
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")  # stored (in, out)
 SHAKESPEARE = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"  # 25 tokens
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# helpers
 
 
 def gpt2_parameters(n_layer, n_embd, vocab_size, block_size, tied):
@@ -24,10 +27,6 @@ def gpt2_parameters(n_layer, n_embd, vocab_size, block_size, tied):
     block = 2 * 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C)
     embeddings = vocab_size * C + block_size * C
     return embeddings + n_layer * block + 2 * C + (0 if tied else vocab_size * C)
-
-
-# ------------------------------------------------------------------------------------------------------------------
-# helpers
 
 
 def varied_gpt2(tree):
