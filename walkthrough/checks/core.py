@@ -280,13 +280,15 @@ class Tree:
 
     def quick(self, argv: list[str]) -> list[str]:
         """train_gpt2.py's `argv` for a check's short run, after the QUICK flags, a fresh --log-dir in the scratch
-        folder and a --total-batch of one micro-batch (B × T), each where the tree's parse_args takes it; `argv`'s own
-        flags win (argparse keeps the last)."""
-        pairs = [flags(**{name: value}) for name, value in QUICK.items()]
-        chosen = [part for pair in pairs if self.accepts(pair) for part in pair]
-        if self.accepts(["--log-dir", "log"]):
-            chosen += ["--log-dir", str(self.fresh("log"))]
-        args = self.accepts(argv)
+        folder and a --total-batch of one micro-batch (B × T), each where the tree's parse_args takes it along with
+        those before it (--n-embd 32 alone may not divide into the default heads); `argv`'s own flags win (argparse
+        keeps the last)."""
+        pairs = [flags(**{name: value}) for name, value in QUICK.items()] + [["--log-dir", str(self.fresh("log"))]]
+        chosen: list[str] = []
+        for pair in pairs:
+            if self.accepts([*chosen, *pair]):
+                chosen += pair
+        args = self.accepts([*chosen, *argv])
         if hasattr(args, "total_batch"):
             chosen += ["--total-batch", str(args.batch_size * args.seq_len)]
         return [*chosen, *argv]

@@ -8,6 +8,7 @@ checks score a handful of worked examples written here, against losses computed 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import math
@@ -36,6 +37,16 @@ def shown(**own: object) -> str:
 def train(tree, log_dir=None, **own: object) -> str:
     """What `python train_gpt2.py` printed on a tiny run (tiny_argv) that must end with exit status 0."""
     return tree.main(tiny_argv(tree, log_dir, **own), f"python train_gpt2.py {shown(**own)}").stdout
+
+
+def unquoted(text: str) -> str:
+    """A printed sample's text, with repr()'s quotes and escapes undone where it was printed that way (the prompt's
+    "I'm" comes out as 'I\\'m' in a sample that holds a double quote)."""
+    with contextlib.suppress(ValueError, SyntaxError, MemoryError, RecursionError):
+        value = ast.literal_eval(text)
+        if isinstance(value, str):
+            return value
+    return text
 
 
 def unloadable(error: Exception) -> str:
@@ -238,7 +249,7 @@ def samples(tree):
     own = dict(max_steps=2, max_lr="1e-30", sample_every=1)
     out = train(tree, **own)
     with_samples = torch.get_rng_state()
-    lines = [m.groups() for m in re.finditer(r"^sample (\d+): (.*)$", out, re.M)]
+    lines = [(n, unquoted(text)) for n, text in re.findall(r"^sample (\d+): (.*)$", out, re.M)]
     expect(
         len(lines) == 8,
         f"lines 'sample N: ...' of a 2-step run with {shown(sample_every=1)}",
