@@ -956,7 +956,7 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
 
     async def enter_during_the_read(pilot):
         await pilot.press("colon", "4")  # of five steps, "4" is step 4: read ahead
-        assert read_by_the_loader(app, 3)
+        await until(pilot, lambda: read_by_the_loader(app, 3), "the read ahead of step 4 starts")
         await pilot.press("enter")
         assert app.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
         assert any("self.c_attn" in line for line in diff_lines(app))
