@@ -32,6 +32,29 @@ def tags_by_slug(history: Path) -> dict[str, int]:
     return {step.slug: step.number for step in load_series(history, HISTORY_RANGE).steps if step.slug}
 
 
+def edit(tree: Path, *edits: tuple[str, str], file: str = "train_gpt2.py") -> Path:
+    """A learner's change to `file` in `tree`: each (old, new) replaced, where `old` stands there exactly once."""
+    path = tree / file
+    text = path.read_text(encoding="utf-8")
+    for old, new in edits:
+        assert text.count(old) == 1, f"{old!r} is not in {tree.name}/{file} exactly once: update the test"
+        text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
+    return tree
+
+
+def edited(history: Path, slug: str, folder: Path, *edits: tuple[str, str], file: str = "train_gpt2.py") -> Path:
+    """The checkout of the step whose Step-Id is `slug`, with a learner's change (see edit)."""
+    return edit(checkout(history, f"step-{tags_by_slug(history)[slug]:02d}", folder), *edits, file=file)
+
+
+def verdict(tree: Path, slug: str) -> checks.Result:
+    """The check `slug` run against `tree`; its message is one line, whatever it says."""
+    (result,) = checks.run(tree, [slug])
+    assert "\n" not in result.message, "a verdict is one line"
+    return result
+
+
 def verify(history: Path, slugs: list[str], work: Path, workers: int = 2) -> dict[str, tuple]:
     """slug -> (result at its tag, result at the tag before): one process per tag, two at a time."""
     number = tags_by_slug(history)

@@ -1,36 +1,21 @@
 """The data steps' checks on a learner's tree: plausible mistakes fail with a readable line, and a validation loss
 written differently from ours passes."""
 
-from pathlib import Path
-
 import pytest
 
-from check_tags import checkout
-from walkthrough import checks
-
-
-def edited(history: Path, tag: str, folder: Path, file: str, old: str, new: str) -> Path:
-    """The checkout of `tag` with one text replacement in `file` (which must find `old` exactly once)."""
-    tree = checkout(history, tag, folder)
-    text = (tree / file).read_text()
-    assert text.count(old) == 1, f"{old!r} is not in {tag}:{file} once"
-    (tree / file).write_text(text.replace(old, new))
-    return tree
-
-
-def verdict(tree: Path, slug: str):
-    (result,) = checks.run(tree, [slug])
-    return result
+from check_tags import edited, verdict
 
 
 def test_fineweb_fails_when_the_eot_follows_each_document(series_history, tmp_path):
     tree = edited(
         series_history,
-        "step-22",
+        "fineweb",
         tmp_path / "tree",
-        "fineweb.py",
-        'tokens = [EOT] + enc.encode_ordinary(document["text"])',
-        'tokens = enc.encode_ordinary(document["text"]) + [EOT]',
+        (
+            'tokens = [EOT] + enc.encode_ordinary(document["text"])',
+            'tokens = enc.encode_ordinary(document["text"]) + [EOT]',
+        ),
+        file="fineweb.py",
     )
     result = verdict(tree, "fineweb")
     assert not result.ok
@@ -41,11 +26,9 @@ def test_fineweb_fails_when_the_eot_follows_each_document(series_history, tmp_pa
 def test_shards_fails_when_batches_are_int32(series_history, tmp_path):
     tree = edited(
         series_history,
-        "step-23",
+        "shards",
         tmp_path / "tree",
-        "train_gpt2.py",
-        "buf = torch.from_numpy(buf.astype(np.int64))",
-        "buf = torch.from_numpy(buf.astype(np.int32))",
+        ("buf = torch.from_numpy(buf.astype(np.int64))", "buf = torch.from_numpy(buf.astype(np.int32))"),
     )
     result = verdict(tree, "shards")
     assert not result.ok
@@ -53,9 +36,7 @@ def test_shards_fails_when_batches_are_int32(series_history, tmp_path):
 
 
 def test_data_errors_fail_when_main_lets_the_user_error_out(series_history, tmp_path):
-    tree = edited(
-        series_history, "step-25", tmp_path / "tree", "train_gpt2.py", "except UserError as e:", "except KeyError as e:"
-    )
+    tree = edited(series_history, "data-errors", tmp_path / "tree", ("except UserError as e:", "except KeyError as e:"))
     result = verdict(tree, "data-errors")
     assert not result.ok
     assert (
@@ -103,7 +84,7 @@ VAL_LOSS_OTHERWISE = """def val_loss(model, loader, steps, device, autocast):
     ids=["written-otherwise", "no-reset"],
 )
 def test_validation(series_history, tmp_path, new, words):
-    tree = edited(series_history, "step-26", tmp_path / "tree", "train_gpt2.py", VAL_LOSS, new)
+    tree = edited(series_history, "validation", tmp_path / "tree", (VAL_LOSS, new))
     result = verdict(tree, "validation")
     if words is None:
         assert result.ok, result.message

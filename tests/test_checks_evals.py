@@ -1,37 +1,19 @@
 """The evals steps' exercise checks (walkthrough/checks/evals.py) on edited checkouts of the series: a correct
 solution written differently passes, plausible mistakes fail with one readable line."""
 
-from check_tags import checkout
-from walkthrough import checks
-
-
-def edited(history, folder, tag, path, *replacements):
-    """A checkout of `tag` with each (old, new) replaced once in `path`, as a learner's tree."""
-    tree = checkout(history, tag, folder / tag)
-    text = (tree / path).read_text(encoding="utf-8")
-    for old, new in replacements:
-        assert text.count(old) == 1, f"{path} at {tag} no longer holds {old!r} once: update this test"
-        text = text.replace(old, new)
-    (tree / path).write_text(text, encoding="utf-8")
-    return tree
-
-
-def verdict(tree, slug):
-    [result] = checks.run(tree, [slug])
-    assert "\n" not in result.message
-    return result
+from check_tags import edited, verdict
 
 
 def test_hellaswag_passes_with_the_loss_written_as_log_softmax(series_history, tmp_path):
     tree = edited(
         series_history,
-        tmp_path,
-        "step-28",
-        "hellaswag_scoring.py",
+        "hellaswag",
+        tmp_path / "tree",
         (
             'losses = F.cross_entropy(logits[mask].float(), targets[mask], reduction="none")',
             "losses = -logits[mask].float().log_softmax(-1).gather(1, targets[mask][:, None])[:, 0]",
         ),
+        file="hellaswag_scoring.py",
     )
     result = verdict(tree, "hellaswag")
     assert result.ok, result.message
@@ -41,13 +23,13 @@ def test_hellaswag_fails_on_the_loss_taken_from_the_contexts_positions(series_hi
     # the mask one position early: the first scored position predicts the context's last token, not the ending's
     tree = edited(
         series_history,
-        tmp_path,
-        "step-28",
-        "hellaswag_scoring.py",
+        "hellaswag",
+        tmp_path / "tree",
         (
             "mask.append([False] * (len(ctx) - 1) + [True] * len(cont) + [False] * len(pad))",
             "mask.append([False] * (len(ctx) - 2) + [True] * len(cont) + [False] * (len(pad) + 1))",
         ),
+        file="hellaswag_scoring.py",
     )
     result = verdict(tree, "hellaswag")
     assert not result.ok
@@ -57,9 +39,8 @@ def test_hellaswag_fails_on_the_loss_taken_from_the_contexts_positions(series_hi
 def test_samples_fail_when_they_draw_from_the_global_generator(series_history, tmp_path):
     tree = edited(
         series_history,
-        tmp_path,
-        "step-27",
-        "train_gpt2.py",
+        "samples",
+        tmp_path / "tree",
         (
             "out = model.generate(idx, max_length - idx.size(1), generator=generator)",
             "torch.manual_seed(seed)\n        out = model.generate(idx, max_length - idx.size(1))",
@@ -73,11 +54,11 @@ def test_samples_fail_when_they_draw_from_the_global_generator(series_history, t
 def test_hellaswag_batch_fails_on_answers_left_in_length_order(series_history, tmp_path):
     tree = edited(
         series_history,
-        tmp_path,
-        "step-29",
-        "hellaswag_scoring.py",
+        "hellaswag-batch",
+        tmp_path / "tree",
         ("predictions = [None] * len(examples)", "predictions = []"),
         ("predictions[i] = (pred, pred_norm)", "predictions.append((pred, pred_norm))"),
+        file="hellaswag_scoring.py",
     )
     result = verdict(tree, "hellaswag-batch")
     assert not result.ok
@@ -87,9 +68,8 @@ def test_hellaswag_batch_fails_on_answers_left_in_length_order(series_history, t
 def test_hellaswag_train_fails_when_the_run_reports_acc(series_history, tmp_path):
     tree = edited(
         series_history,
-        tmp_path,
-        "step-30",
-        "train_gpt2.py",
+        "hellaswag-train",
+        tmp_path / "tree",
         (
             "_, correct_norm, total = all_reduce_sum(list(counts), device, ddp)",
             "correct_norm, _, total = all_reduce_sum(list(counts), device, ddp)",
@@ -102,9 +82,7 @@ def test_hellaswag_train_fails_when_the_run_reports_acc(series_history, tmp_path
 
 def test_checkpoints_fail_when_they_hold_the_namespace(series_history, tmp_path):
     # argparse's Namespace pickled whole: torch.load(weights_only=True) refuses the file
-    tree = edited(
-        series_history, tmp_path, "step-31", "train_gpt2.py", ('"args": vars(self.args),', '"args": self.args,')
-    )
+    tree = edited(series_history, "checkpoints", tmp_path / "tree", ('"args": vars(self.args),', '"args": self.args,'))
     result = verdict(tree, "checkpoints")
     assert not result.ok
     assert result.message.startswith("torch.load(model_00002.pt, weights_only=True)"), result.message

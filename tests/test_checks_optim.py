@@ -1,28 +1,7 @@
 """The optimization steps' checks on a learner's tree: correct solutions written differently from ours pass (the
 schedule as one expression, DDP's no_sync() instead of the flag), plausible mistakes fail with a readable line."""
 
-from pathlib import Path
-
-from check_tags import checkout
-from walkthrough import checks
-
-
-def edited(history: Path, tag: str, folder: Path, *edits: tuple[str, str]) -> Path:
-    """The checkout of `tag` with text replacements in train_gpt2.py (each `old` must be there exactly once)."""
-    tree = checkout(history, tag, folder)
-    script = tree / "train_gpt2.py"
-    text = script.read_text()
-    for old, new in edits:
-        assert text.count(old) == 1, f"{old!r} is not in {tag}:train_gpt2.py once"
-        text = text.replace(old, new)
-    script.write_text(text)
-    return tree
-
-
-def verdict(tree: Path, slug: str):
-    (result,) = checks.run(tree, [slug])
-    return result
-
+from check_tags import edited, verdict
 
 SCHEDULE = """\
     if step < warmup_steps:
@@ -41,7 +20,7 @@ def test_lr_schedule_passes_written_as_one_expression(series_history, tmp_path):
     return max_lr * (step + 1) / warmup_steps if step < warmup_steps else \\
         min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * progress)) / 2
 """
-    tree = edited(series_history, "step-17", tmp_path / "tree", (SCHEDULE, one_expression))
+    tree = edited(series_history, "lr-schedule", tmp_path / "tree", (SCHEDULE, one_expression))
     result = verdict(tree, "lr-schedule")
     assert result.ok, result.message
 
@@ -49,7 +28,7 @@ def test_lr_schedule_passes_written_as_one_expression(series_history, tmp_path):
 def test_lr_schedule_fails_when_the_warmup_starts_at_zero(series_history, tmp_path):
     tree = edited(
         series_history,
-        "step-17",
+        "lr-schedule",
         tmp_path / "tree",
         ("return max_lr * (step + 1) / warmup_steps", "return max_lr * step / warmup_steps"),
     )
@@ -64,7 +43,7 @@ def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path)
     clip = "        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
     clip += "  # bounds the step a bad batch can take\n"
     step = "        optimizer.step()\n"
-    tree = edited(series_history, "step-16", tmp_path / "tree", (clip + step, step + clip))
+    tree = edited(series_history, "betas-clip", tmp_path / "tree", (clip + step, step + clip))
     result = verdict(tree, "betas-clip")
     assert not result.ok
     assert result.message.startswith("the gradient norm optimizer.step() applies at step 0 (printed norm 1.2")
@@ -74,7 +53,7 @@ def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path)
 def test_weight_decay_fails_when_1d_tensors_decay(series_history, tmp_path):
     tree = edited(
         series_history,
-        "step-18",
+        "weight-decay",
         tmp_path / "tree",
         ("decay = [p for p in params if p.dim() >= 2]", "decay = [p for p in params if p.dim() >= 1]"),
         ("no_decay = [p for p in params if p.dim() < 2]", "no_decay = [p for p in params if p.dim() < 1]"),
@@ -87,7 +66,7 @@ def test_weight_decay_fails_when_1d_tensors_decay(series_history, tmp_path):
 def test_grad_accum_fails_when_only_the_printed_loss_is_divided(series_history, tmp_path):
     tree = edited(
         series_history,
-        "step-19",
+        "grad-accum",
         tmp_path / "tree",
         (
             "            loss = loss / grad_accum_steps\n            loss_accum += loss.detach()\n",
@@ -103,7 +82,7 @@ def test_grad_accum_fails_when_only_the_printed_loss_is_divided(series_history, 
 def test_ddp_fails_when_every_rank_reads_the_same_batches(series_history, tmp_path):
     tree = edited(
         series_history,
-        "step-20",
+        "ddp",
         tmp_path / "tree",
         (
             "DataLoaderLite(args.data, B, T, rank, world_size)",
@@ -139,7 +118,7 @@ def test_grad_sync_passes_with_no_sync(series_history, tmp_path):
 """
     tree = edited(
         series_history,
-        "step-21",
+        "grad-sync",
         tmp_path / "tree",
         (flag, no_sync),
         ("import argparse\n", "import argparse\nimport contextlib\n"),

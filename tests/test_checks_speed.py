@@ -11,16 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from check_tags import checkout
+from check_tags import edit, edited
 from walkthrough import checks
-
-
-def edit(tree: Path, old: str, new: str, file: str = "train_gpt2.py") -> None:
-    """Replace the one occurrence of `old` in the tree's file with `new`."""
-    path = tree / file
-    text = path.read_text()
-    assert text.count(old) == 1, f"{old!r} is not in {file} exactly once"
-    path.write_text(text.replace(old, new))
 
 
 def results(tree: Path, slugs: list[str]) -> dict[str, checks.Result]:
@@ -29,15 +21,17 @@ def results(tree: Path, slugs: list[str]) -> dict[str, checks.Result]:
 
 @pytest.fixture(scope="module")
 def alternatives(series_history, tmp_path_factory) -> dict[str, checks.Result]:
-    tree = checkout(series_history, "step-15", tmp_path_factory.mktemp("alternatives"))
+    tree = edited(series_history, "vocab", tmp_path_factory.mktemp("alternatives"))
     edit(
         tree,
-        "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)",
-        "mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))  # True: may attend\n"
-        "        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)",
+        (
+            "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+            "mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))  # True: may attend\n"
+            "        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)",
+        ),
     )
-    edit(tree, 'torch.set_float32_matmul_precision("high")', "torch.backends.cuda.matmul.allow_tf32 = True")
-    edit(tree, "model = torch.compile(model)", "model.compile()")
+    edit(tree, ('torch.set_float32_matmul_precision("high")', "torch.backends.cuda.matmul.allow_tf32 = True"))
+    edit(tree, ("model = torch.compile(model)", "model.compile()"))
     return results(tree, ["flash", "tf32", "compile"])
 
 
@@ -50,31 +44,35 @@ def test_a_correct_change_written_differently_passes(alternatives, slug):
 def mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
     # the preset applied after parsing: it overrides the flags instead of giving them defaults (a tree of its own:
     # the other checks' runs shrink the preset by flags, which this mistake would ignore)
-    tree = checkout(series_history, "step-15", tmp_path_factory.mktemp("mistake"))
+    tree = edited(series_history, "vocab", tmp_path_factory.mktemp("mistake"))
     edit(
         tree,
-        "    args, _ = p.parse_known_args(argv)\n"
-        "    if args.preset:\n"
-        "        p.set_defaults(**PRESETS[args.preset])\n"
-        "    return p.parse_args(argv)",
-        "    args = p.parse_args(argv)\n"
-        "    if args.preset:\n"
-        "        vars(args).update(PRESETS[args.preset])\n"
-        "    return args",
+        (
+            "    args, _ = p.parse_known_args(argv)\n"
+            "    if args.preset:\n"
+            "        p.set_defaults(**PRESETS[args.preset])\n"
+            "    return p.parse_args(argv)",
+            "    args = p.parse_args(argv)\n"
+            "    if args.preset:\n"
+            "        vars(args).update(PRESETS[args.preset])\n"
+            "    return args",
+        ),
     )
     found = results(tree, ["preset"])
 
-    tree = checkout(series_history, "step-15", tmp_path_factory.mktemp("mistakes"))
+    tree = edited(series_history, "vocab", tmp_path_factory.mktemp("mistakes"))
     # the model itself cast to bfloat16 for a bf16 run, instead of autocast alone
     edit(
         tree,
-        "else GPT(config)).to(device)",
-        'else GPT(config)).to(device, torch.bfloat16 if dtype == "bfloat16" else torch.float32)',
+        (
+            "else GPT(config)).to(device)",
+            'else GPT(config)).to(device, torch.bfloat16 if dtype == "bfloat16" else torch.float32)',
+        ),
     )
     # the compiled model dropped: the eager one is trained
-    edit(tree, "model = torch.compile(model)", "torch.compile(model)")
+    edit(tree, ("model = torch.compile(model)", "torch.compile(model)"))
     # causality forgotten: every position sees the whole sequence
-    edit(tree, "is_causal=True", "is_causal=False")
+    edit(tree, ("is_causal=True", "is_causal=False"))
     return found | results(tree, ["bf16", "compile", "flash"])
 
 

@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         return _run(argv)
     except WalkthroughError as error:
         message = str(error)
+    except BrokenPipeError:  # `walkthrough exercise 8 | head`: the reader of our output left, which is no error
+        sys.stderr.close()  # and Python's own complaint about the closed stdout at exit is not one either
+        return 0
     except OSError as error:  # a folder where a file should be, a file that can't be read or written
         message = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
     print(f"walkthrough: error: {message}", file=sys.stderr)
