@@ -52,6 +52,15 @@ def final_weights(log_dir):
     return torch.load(path, weights_only=True)["model"]
 
 
+def assert_same_run(log_dir, straight_dir):
+    """A stopped-and-resumed run is the uninterrupted one: the same losses to the last digit, the same final weights
+    to the last bit."""
+    assert train_losses(log_dir) == train_losses(straight_dir)
+    wa, wb = final_weights(log_dir), final_weights(straight_dir)
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+
+
 # ---- model
 
 
@@ -372,14 +381,11 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     resumed = run([*common, "--log-dir", str(interrupted), "--resume"])
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed from step {stopped_at}" in resumed.stdout
-    assert train_losses(interrupted) == train_losses(tmp_path / "straight")  # the same losses to the last digit
     # the same log, line for line, under its own run id (kept across the resume)
     resumed_log, straight_log = (interrupted / "log.txt").read_text(), (tmp_path / "straight" / "log.txt").read_text()
     assert resumed_log.split("\n", 1)[1] == straight_log.split("\n", 1)[1]
     assert resumed_log.startswith("# run ") and resumed_log.split("\n", 1)[0] != straight_log.split("\n", 1)[0]
-    wa, wb = final_weights(interrupted), final_weights(tmp_path / "straight")
-    for key in wa:
-        assert torch.equal(wa[key], wb[key]), key
+    assert_same_run(interrupted, tmp_path / "straight")
 
 
 def run_until_hang_up(argv, line):
@@ -426,10 +432,7 @@ def test_hang_up_then_resume_equals_uninterrupted(tmp_path):
     resumed = run([*common, "--log-dir", str(hung_up), "--resume"])
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed from step {stopped_at}" in resumed.stdout
-    assert train_losses(hung_up) == train_losses(tmp_path / "straight")
-    wa, wb = final_weights(hung_up), final_weights(tmp_path / "straight")
-    for key in wa:
-        assert torch.equal(wa[key], wb[key]), key
+    assert_same_run(hung_up, tmp_path / "straight")
 
 
 def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
@@ -463,10 +466,7 @@ def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
     )
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed from step {stopped_at}" in resumed.stdout
-    assert train_losses(hung_up) == train_losses(tmp_path / "straight")
-    wa, wb = final_weights(hung_up), final_weights(tmp_path / "straight")
-    for key in wa:
-        assert torch.equal(wa[key], wb[key]), key
+    assert_same_run(hung_up, tmp_path / "straight")
 
 
 def test_hang_up_under_nohup_goes_on(tmp_path):
