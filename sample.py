@@ -1,0 +1,74 @@
+"""
+Sample text from a trained GPT-2: one of our checkpoints, or OpenAI's weights.
+
+    python sample.py log/model_19073.pt --prompt "Hello, I'm a language model," --num 4 --length 32 --seed 42
+    python sample.py gpt2 --prompt "The meaning of life is"      # OpenAI's 124M (pip install -e ".[hf]")
+
+The text comes from train_gpt2.py's own sample(): with the training run's prompt, --num 4, --length 32 and seed 42
+(the defaults) it prints what the run printed at the checkpoint's step, on the same device.
+"""
+
+import os
+import sys
+
+import tiktoken
+import torch
+
+from common import ArgumentParser, UserError, count, run_cli
+from train_gpt2 import GPT, pick_device, random_seed, sample
+
+OPENAI_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
+
+
+def load_model(name_or_path):
+    """Our GPT from a checkpoint file, or from OpenAI's weights (a name, or a local transformers folder)."""
+    if name_or_path not in OPENAI_MODELS and not os.path.isdir(name_or_path):
+        return GPT.from_checkpoint(name_or_path)
+    try:
+        return GPT.from_pretrained(name_or_path)
+    except ImportError:
+        raise UserError(f"{name_or_path} is loaded by transformers: pip install -e '.[hf]'") from None
+    except (OSError, ValueError, KeyError) as e:  # no network and no cached copy, a broken folder
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"cannot load model {name_or_path!r}: {reason}") from None
+
+
+def run(args):
+    device = pick_device(args.device)
+    model = load_model(args.model).to(device)
+    try:
+        prompt_tokens = len(tiktoken.get_encoding("gpt2").encode(args.prompt))
+    except ValueError as e:  # tiktoken refuses special tokens such as <|endoftext|> written out in the text
+        raise UserError(f"--prompt: {str(e).splitlines()[0]}") from None
+    if prompt_tokens > model.config.block_size:
+        raise UserError(f"the prompt is {prompt_tokens} tokens, the model reads at most {model.config.block_size}")
+    if prompt_tokens >= args.length:
+        raise UserError(f"the prompt is already {prompt_tokens} tokens: --length must be more to sample any")
+
+    def autocast():  # as in training: bfloat16 on a CUDA GPU, full float32 elsewhere
+        return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=device.startswith("cuda"))
+
+    for i, text in enumerate(sample(model, args.prompt, args.num, args.length, device, args.seed, autocast)):
+        print(f"sample {i}: {text!r}")
+
+
+def parse_args(argv=None):
+    p = ArgumentParser(description="Sample text from a GPT-2 (top-50 sampling, as in training).")
+    p.add_argument(
+        "model", help="a checkpoint from train_gpt2.py (log/model_19073.pt), gpt2 ... gpt2-xl, or a transformers folder"
+    )
+    p.add_argument("--prompt", default="Hello, I'm a language model,", help="the text every sample continues")
+    p.add_argument("--num", type=count, default=4, help="how many samples")
+    p.add_argument("--length", type=count, default=32, help="tokens per sample, the prompt's included")
+    p.add_argument("--seed", type=random_seed, default=42, help="the same seed gives the same samples on one device")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    return run_cli("sample.py", lambda: run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
