@@ -5,8 +5,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import tiktoken
+import tiktoken.load
+import torch
 
+import export_hf
 import sample
+from train_gpt2 import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Hello, I'm a language model,"  # the training run's own prompt, so its printed samples are the oracle
@@ -74,3 +79,74 @@ def test_sample_bad_input_is_one_line(capsys, trained, monkeypatch, argv, words)
     assert rc == 1 and len(err) == 1, err
     for word in words:
         assert word in err[0], (word, err[0])
+
+
+# ---- export_hf.py
+
+
+@pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export") / "gpt2-ours"
+    assert export_hf.main([str(trained[0]), str(folder)]) == 0
+    return folder
+
+
+def test_export_logits_equal_ours_through_transformers(trained, exported):
+    from transformers import GPT2LMHeadModel
+
+    ours = GPT.from_checkpoint(trained[0]).eval()
+    theirs = GPT2LMHeadModel.from_pretrained(exported).eval()
+    assert ours.config.vocab_size == 50304 and theirs.config.vocab_size == 50257
+    assert theirs.lm_head.weight.data_ptr() == theirs.transformer.wte.weight.data_ptr()  # still one tied matrix
+    idx = torch.randint(50257, (2, 64), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(idx).logits, ours(idx)[0][..., :50257], atol=1e-5, rtol=0)
+
+
+def test_export_round_trip_through_from_pretrained(trained, exported):
+    ours = GPT.from_checkpoint(trained[0]).state_dict()
+    back = GPT.from_pretrained(str(exported)).state_dict()  # --pretrained's loader: transposes the Conv1D weights
+    assert back.keys() == ours.keys()
+    for key, value in back.items():
+        assert torch.equal(value, ours[key][: len(value)]), key  # the same numbers, the padding rows cut
+
+
+def test_export_tokenizer_is_tiktokens(exported):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(exported)
+    text = "Hello, I'm a language model,  two  spaces\n\n\tcafé 東京 🙂 don't<|endoftext|>The end"
+    assert tokenizer(text)["input_ids"] == tiktoken.get_encoding("gpt2").encode(text, allowed_special="all")
+    assert tokenizer.eos_token_id == 50256 and tokenizer.model_max_length == 1024
+
+
+def test_export_refuses_a_folder_with_files_unless_forced(capsys, trained, tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    assert export_hf.main([str(trained[0]), str(folder)]) == 1
+    assert (
+        capsys.readouterr().err.strip()
+        == f"export_hf.py: error: {folder} is not empty: choose another folder, or --force to replace it"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and (folder / "notes.txt").read_text() == "mine"
+    assert export_hf.main([str(trained[0]), str(folder), "--force"]) == 0
+    assert "notes.txt" not in {p.name for p in folder.iterdir()} and (folder / "config.json").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary folder left beside it
+
+
+def test_export_offline_without_tiktokens_files_says_how_to_add_them(capsys, trained, tmp_path, monkeypatch):
+    def offline(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.setattr(tiktoken.load, "read_file_cached", offline)
+    assert export_hf.main([str(trained[0]), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "GPT2TokenizerFast.from_pretrained('gpt2').save_pretrained(" in out, out
+    assert not list((tmp_path / "out").glob("tokenizer*"))
+
+
+def test_sample_from_the_exported_folder(capsys, exported):
+    rc, out, _ = run_sample(capsys, exported, "--num", 2, "--length", 12, "--device", "cpu")
+    assert rc == 0 and len(out) == 2, out
+    assert all(line.startswith(f'sample {i}: "{PROMPT}') for i, line in enumerate(out)), out

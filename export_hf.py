@@ -1,0 +1,163 @@
+"""
+Export one of our checkpoints as a transformers GPT2LMHeadModel folder, which lm-eval's hf model, the Hugging Face
+Hub and any code that loads GPT-2 through transformers can read (pip install -e ".[hf]").
+
+    python export_hf.py log/model_19073.pt gpt2-ours
+    lm-eval --model hf --model_args pretrained=gpt2-ours --tasks hellaswag
+"""
+
+import os
+import shutil
+import sys
+
+import torch
+
+from common import EOT, ArgumentParser, UserError, run_cli
+from train_gpt2 import GPT
+
+N_VOCAB = EOT + 1  # GPT-2's 50,257 tokens: the ids from 50,257 up are padding that no token ever uses
+# OpenAI's checkpoint stores these weights TensorFlow-style as Conv1D (in, out); nn.Linear holds (out, in)
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+BPE_FILES = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"  # where tiktoken reads GPT-2's BPE
+
+
+def to_transformers(model):
+    """The GPT2LMHeadModel with our model's weights: GPT.from_pretrained, backwards."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    c = model.config
+    config = GPT2Config(
+        vocab_size=N_VOCAB,
+        n_positions=c.block_size,
+        n_embd=c.n_embd,
+        n_layer=c.n_layer,
+        n_head=c.n_head,
+        resid_pdrop=0.0,  # we trained without dropout; transformers' defaults would add it to any fine-tuning
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    state = {}
+    for key, value in model.state_dict().items():
+        if key.endswith(CONV1D):
+            value = value.t()
+        if key in ("transformer.wte.weight", "lm_head.weight"):  # one tied matrix; transformers ties it again
+            value = value[:N_VOCAB]
+        state[key] = value.contiguous()
+    hf_model = GPT2LMHeadModel(config)
+    hf_model.load_state_dict(state)  # strict: every weight of the one model is a weight of the other
+    return hf_model.eval()
+
+
+def save_tokenizer(folder, block_size):
+    """GPT-2's tokenizer, as transformers files. tiktoken reads GPT-2's BPE from OpenAI's original encoder.json and
+    vocab.bpe, which are exactly the vocabulary and merges of transformers' GPT-2 tokenizer: its cached copies make
+    them offline. False if neither the cache nor the network has them."""
+    from tiktoken.load import read_file_cached
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    try:
+        files = {name: read_file_cached(BPE_FILES + name) for name in ("encoder.json", "vocab.bpe")}
+    except (OSError, ValueError):  # offline with an empty cache (requests' errors are OSErrors)
+        return False
+    for name, data in files.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+    bpe = Tokenizer(models.BPE.from_file(os.path.join(folder, "encoder.json"), os.path.join(folder, "vocab.bpe")))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # GPT-2's regex split, bytes as characters
+    bpe.decoder = decoders.ByteLevel()
+    for name in files:
+        os.remove(os.path.join(folder, name))  # tokenizer.json below holds them
+    end = "<|endoftext|>"
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token=end, eos_token=end, unk_token=end, model_max_length=block_size
+    )
+    tokenizer.save_pretrained(folder)
+    return True
+
+
+@torch.no_grad()
+def max_logit_difference(model, folder):
+    """The largest difference between our logits and those of the model transformers loads from folder, on the
+    real vocabulary, for a fixed random sequence as long as the context."""
+    from transformers import GPT2LMHeadModel
+
+    hf_model = GPT2LMHeadModel.from_pretrained(folder).eval()
+    idx = torch.randint(N_VOCAB, (1, model.config.block_size), generator=torch.Generator().manual_seed(0))
+    ours, _ = model.eval()(idx)
+    return (ours[..., :N_VOCAB] - hf_model(idx).logits).abs().max().item()
+
+
+def write_folder_atomically(folder, write, force):
+    """write(tmp) into a temporary folder beside folder, then renamed into place: a crash or Ctrl-C leaves no
+    half-written folder. An existing folder with files in it is replaced only with force."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UserError(f"{folder} is a file, not a folder")
+    if os.path.isdir(folder) and os.listdir(folder) and not force:
+        raise UserError(f"{folder} is not empty: choose another folder, or --force to replace it")
+    tmp = f"{os.path.normpath(folder)}.{os.getpid()}.tmp"  # beside it: a rename never crosses file systems
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a killed process that had our pid
+    os.makedirs(tmp)
+    try:
+        result = write(tmp)
+        if os.path.isdir(folder) and os.listdir(folder):  # --force: the old folder goes only once the new one is whole
+            old = f"{tmp}.old"
+            os.replace(folder, old)
+            os.replace(tmp, folder)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, folder)  # an empty folder is replaced in place
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def export(args):
+    try:
+        from transformers.utils import logging
+    except ImportError:
+        raise UserError("the export needs transformers: pip install -e '.[hf]'") from None
+    logging.disable_progress_bar()  # a small model is written and read back in a blink
+    model = GPT.from_checkpoint(args.checkpoint)
+    if model.config.vocab_size < N_VOCAB:
+        raise UserError(f"{args.checkpoint}: a vocabulary of {model.config.vocab_size}, fewer than GPT-2's {N_VOCAB}")
+
+    def write(tmp):
+        to_transformers(model).save_pretrained(tmp)
+        difference = max_logit_difference(model, tmp)  # what is on disk, read back as any user of it will
+        if difference > 1e-4:
+            raise AssertionError(f"transformers' logits differ from ours by {difference:.2e}: an export bug")
+        return difference, save_tokenizer(tmp, model.config.block_size)
+
+    difference, with_tokenizer = write_folder_atomically(args.folder, write, args.force)
+    n_params = sum(p.numel() for p in model.parameters()) - (model.config.vocab_size - N_VOCAB) * model.config.n_embd
+    print(
+        f"{args.folder}: GPT2LMHeadModel, {n_params / 1e6:.2f}M parameters (vocabulary "
+        f"{model.config.vocab_size:,} cut to {N_VOCAB:,}); its logits equal ours to {difference:.1e}"
+    )
+    if with_tokenizer:
+        print("with GPT-2's tokenizer (tokenizer.json)")
+    else:
+        print(
+            "no tokenizer files (tiktoken's cache is empty and the network is out of reach): add them with "
+            f'python -c "from transformers import GPT2TokenizerFast; '
+            f"GPT2TokenizerFast.from_pretrained('gpt2').save_pretrained('{args.folder}')\""
+        )
+    print(f"evaluate it: lm-eval --model hf --model_args pretrained={args.folder} --tasks hellaswag")
+
+
+def parse_args(argv=None):
+    p = ArgumentParser(description="Export a train_gpt2.py checkpoint as a transformers GPT2LMHeadModel folder.")
+    p.add_argument("checkpoint", help="a checkpoint from train_gpt2.py, e.g. log/model_19073.pt")
+    p.add_argument("folder", help="the folder to write (config.json, model.safetensors, the tokenizer's files)")
+    p.add_argument("--force", action="store_true", help="replace the folder if it already holds files")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    return run_cli("export_hf.py", lambda: export(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
