@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 import time
+import traceback
 import uuid
 import warnings
 from argparse import ArgumentTypeError, BooleanOptionalAction
@@ -663,7 +664,9 @@ class RunFolder:
         self.log_file = os.path.join(self.dir, "log.txt")
         if os.path.exists(self.dir) and not os.path.isdir(self.dir):
             raise UserError(f"--log-dir {self.dir} is a file, not a folder")
-        # every rank checks the same files, so a mistake stops them all with the same line
+        # every rank checks the same files, at once, so a mistake stops them all together, each with the same line
+        if dist.is_initialized():
+            dist.barrier()
         paths, has_log = checkpoints(self.dir), os.path.exists(self.log_file)
         log_id, self.log_lines = read_log(self.log_file)  # read once: restore() keeps the lines before its step
         if not args.resume and (has_log or paths):
@@ -977,16 +980,33 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        return run_cli("train_gpt2.py", lambda: train(args))
+        code = run_cli("train_gpt2.py", lambda: train(args))
     except KeyboardInterrupt:  # before the loop's own handler, or a second Ctrl-C: stop now, save nothing more
         print(
             "train_gpt2.py: interrupted: nothing since the last checkpoint was saved (--resume continues from it)",
             file=sys.stderr,
         )
-        return 130
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        code = 130
+    except Exception:
+        if not dist.is_initialized():
+            raise
+        traceback.print_exc()  # a bug on one rank: its traceback, then out at once (below)
+        code = 1
+    if dist.is_initialized():
+        leave_process_group(code)
+    return code
+
+
+def leave_process_group(code):
+    """Leave the process group on a clean exit; after an error, exit at once. Destroying the group waits for the
+    other ranks' pending work (NCCL's can, since torch 2.6), and they wait for this rank at their next collective:
+    the job would hang until the group's 10-minute timeout. Exiting lets torchrun see the failure and stop them."""
+    if code == 0:
+        dist.destroy_process_group()
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # now: not even Python's own shutdown, which could wait on the group as well
 
 
 if __name__ == "__main__":

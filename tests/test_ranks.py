@@ -1,0 +1,65 @@
+"""The ranks of a torchrun job: one rank failing ends the job at once (the others do not wait for it)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from test_train import ENV, ROOT, TINY
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+def failing_rank_script(tmp_path, error):
+    """A stand-in for train_gpt2.py whose rank 1 raises `error` in its third training batch. Its
+    destroy_process_group blocks, as NCCL's does for a rank whose peers still wait on it (torch >= 2.6)."""
+    script = tmp_path / "failing_rank.py"
+    script.write_text(
+        f"import os, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        f"import train_gpt2\n"
+        f"from common import UserError\n"
+        f"batches = train_gpt2.DataLoaderLite.next_batch\n"
+        f"calls = []\n"
+        f"def next_batch(self):\n"
+        f"    calls.append(1)\n"
+        f"    if os.environ['RANK'] == '1' and len(calls) == 3:\n"
+        f"        raise {error}\n"
+        f"    return batches(self)\n"
+        f"train_gpt2.DataLoaderLite.next_batch = next_batch\n"
+        f"train_gpt2.dist.destroy_process_group = lambda: time.sleep(600)\n"
+        f"sys.exit(train_gpt2.main())\n"
+    )
+    return script
+
+
+def run_failing(tmp_path, error):
+    script = failing_rank_script(tmp_path, error)
+    argv = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 50 --device cpu".split()]
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [*TORCHRUN, str(script), *argv, "--log-dir", str(tmp_path / "log")],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        proc.stdout, proc.stderr = proc.communicate(timeout=120)
+    finally:  # a hung job: its workers too, not only torchrun
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc, time.monotonic() - start
+
+
+def test_a_failing_rank_ends_the_job_at_once(tmp_path):
+    # a bug (a CUDA out-of-memory error, say) on one rank: its traceback shows, and the job ends with it
+    proc, seconds = run_failing(tmp_path, "RuntimeError('CUDA out of memory (simulated)')")
+    assert proc.returncode != 0
+    assert "Traceback" in proc.stderr and "RuntimeError: CUDA out of memory (simulated)" in proc.stderr
+    assert "step     0 " in proc.stdout and "step    49 " not in proc.stdout  # it failed mid-run
+    assert seconds < 60  # not the process group's timeout (gloo's and NCCL's: 10 minutes)
