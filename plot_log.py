@@ -1,21 +1,26 @@
 """
-Plot a training log (log/log.txt from train_gpt2.py) against OpenAI's GPT-2 124M and GPT-3 124M:
+Plot a training log (log.txt from train_gpt2.py) against OpenAI's GPT-2 124M and GPT-3 124M:
 
-    python plot_log.py log/log.txt -o log/curves.png
+    python plot_log.py log/cpu                       # the CPU demo's run folder: writes log/cpu/curves.png
+    python plot_log.py log --fineweb --watch 60      # the real run, redrawn every minute while it trains
 """
 
 import os
 import sys
+import time
 from collections import defaultdict
 
-from common import ArgumentParser, UserError, run_cli
-from train_gpt2 import read_log
+from common import ArgumentParser, UserError, run_cli, write_atomically
+from train_gpt2 import positive_float, read_log
 
 # the bars to beat: OpenAI's GPT-2 124M checkpoint on FineWeb-Edu val (the lecture's figure); on HellaSwag, GPT-2
 # 124M as hellaswag_scoring.py scores it (acc_norm 0.2955, the lecture's figure) and GPT-3 124M (the GPT-3 paper)
 GPT2_124M_VAL_LOSS = 3.2924
 GPT2_124M_HELLASWAG = 0.2955
 GPT3_124M_HELLASWAG = 0.337
+# the loss axis leaves out the first tenth of the run: the fall from ~10.9 would squash the tenths of a nat that
+# separate a finished run from the bar to a sliver at the bottom
+ZOOM_FROM = 0.1
 
 
 def read_series(path):
@@ -27,12 +32,11 @@ def read_series(path):
     return series
 
 
-def summary(series):
+def summary(series, fineweb):
     """One line per series: where it starts and ends, beside the bar it is plotted against."""
-    bars = {
-        "val": f" (OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS})",
-        "hella": f" (OpenAI GPT-2 124M: {GPT2_124M_HELLASWAG}, GPT-3 124M: {GPT3_124M_HELLASWAG})",
-    }
+    bars = {"hella": f" (OpenAI GPT-2 124M: {GPT2_124M_HELLASWAG}, GPT-3 124M: {GPT3_124M_HELLASWAG})"}
+    if fineweb:
+        bars["val"] = f" (OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS})"
     for kind, points in series.items():
         if not points:
             continue
@@ -40,52 +44,109 @@ def summary(series):
         print(f"{kind}: {first:g} at step {first_step} -> {last:g} at step {last_step}{bars.get(kind, '')}")
 
 
-def plot(series, out):
-    import matplotlib
+def zoomed(series, baseline):
+    """The loss axis's limits without the first tenth of the run, and with the bar; None where that gains little
+    (a short run, whose whole fall is the interesting part) or there is no loss yet."""
+    last_step = max(step for points in series.values() for step, _ in points)
+    bar = [baseline] if baseline else []
+    every = [v for kind in ("train", "val") for _, v in series[kind]] + bar
+    later = [v for kind in ("train", "val") for step, v in series[kind] if step >= ZOOM_FROM * last_step] + bar
+    if not later or max(later) - min(later) > 0.5 * (max(every) - min(every)):
+        return None
+    margin = 0.05 * (max(later) - min(later)) or 0.1  # a single value would make an axis of zero height
+    return min(later) - margin, max(later) + margin
 
-    matplotlib.use("Agg")  # files only, no window
-    import matplotlib.pyplot as plt
 
-    fig, (ax_loss, ax_hella) = plt.subplots(1, 2, figsize=(14, 5))
-    for kind, label in (("train", "train loss"), ("val", "val loss")):
-        if series[kind]:
-            ax_loss.plot(*zip(*series[kind]), label=label, alpha=0.6 if kind == "train" else 1.0)
-    ax_loss.axhline(
-        GPT2_124M_VAL_LOSS, color="r", linestyle="--", label=f"OpenAI GPT-2 124M val ({GPT2_124M_VAL_LOSS})"
-    )
-    ax_loss.set(xlabel="step", ylabel="loss", title="loss")
-    ax_loss.legend()
+def plot(series, fineweb, full):
+    """The figure: losses, and HellaSwag beside them when the run scored it."""
+    from matplotlib.figure import Figure  # a figure of our own (no pyplot): --watch draws one per refresh
+
+    panels = 2 if series["hella"] else 1  # a run without HellaSwag (the cpu preset) gets no empty panel
+    fig = Figure(figsize=(7 * panels, 5))
+    axes = fig.subplots(1, panels, squeeze=False)[0]
+    plot_loss(axes[0], series, GPT2_124M_VAL_LOSS if fineweb else None, full)
     if series["hella"]:
-        ax_hella.plot(*zip(*series["hella"]), label="this run")
-    ax_hella.axhline(GPT2_124M_HELLASWAG, color="r", linestyle="--", label=f"OpenAI GPT-2 124M ({GPT2_124M_HELLASWAG})")
-    ax_hella.axhline(GPT3_124M_HELLASWAG, color="g", linestyle="--", label=f"OpenAI GPT-3 124M ({GPT3_124M_HELLASWAG})")
-    ax_hella.set(xlabel="step", ylabel="accuracy", title="HellaSwag (acc_norm)")
-    ax_hella.legend()
+        plot_hellaswag(axes[1], series["hella"])
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    return fig
+
+
+def plot_loss(ax, series, baseline, full):
+    if series["train"]:
+        ax.plot(*zip(*series["train"]), label="train loss", alpha=0.6)
+    if series["val"]:  # few points: markers show where the measurements are, the lines only join them
+        ax.plot(*zip(*series["val"]), "o-", markersize=4, label="val loss")
+    if baseline:
+        ax.axhline(baseline, color="r", linestyle="--", label=f"OpenAI GPT-2 124M val ({baseline})")
+    title = "loss"
+    if not full and (limits := zoomed(series, baseline)):
+        ax.set_ylim(*limits)
+        title += f" (the first {ZOOM_FROM:.0%} of the run is off the top: --full)"
+    ax.set(xlabel="step", ylabel="loss", title=title)
+    ax.legend()
+
+
+def plot_hellaswag(ax, points):
+    ax.plot(*zip(*points), "o-", markersize=4, label="this run")
+    ax.axhline(GPT2_124M_HELLASWAG, color="r", linestyle="--", label=f"OpenAI GPT-2 124M ({GPT2_124M_HELLASWAG})")
+    ax.axhline(GPT3_124M_HELLASWAG, color="g", linestyle="--", label=f"OpenAI GPT-3 124M ({GPT3_124M_HELLASWAG})")
+    ax.set(xlabel="step", ylabel="accuracy", title="HellaSwag (acc_norm)")
+    ax.legend()
+
+
+def draw(series, out, fineweb, full):
+    """Write the PNG (whole or not at all: --watch rewrites it while a viewer may be reading it)."""
+    fig = plot(series, fineweb, full)
+    try:
+        write_atomically(out, lambda f: fig.savefig(f, format=os.path.splitext(out)[1][1:], dpi=100))
+    except ValueError as e:  # matplotlib: a format it cannot write, such as .txt
+        raise UserError(f"cannot write {out}: {e}") from None
+    summary(series, fineweb)
+    print(f"wrote {out}", flush=True)
+
+
+def watch(log, out, every, fineweb, full):
+    """Redraw whenever the log has changed, looking every `every` seconds, until Ctrl-C."""
+    seen = None
+    try:
+        while True:
+            stat = os.stat(log)
+            if (stat.st_size, stat.st_mtime_ns) != seen:
+                seen = stat.st_size, stat.st_mtime_ns
+                if series := read_series(log):  # no step line yet: the run is still starting
+                    draw(series, out, fineweb, full)
+            time.sleep(every)
+    except KeyboardInterrupt:  # the way to stop watching, not a failure
+        return 0
 
 
 def main(argv=None):
     p = ArgumentParser(description="Plot train/val loss and HellaSwag from a train_gpt2.py log.")
-    p.add_argument("log", help="log.txt written by train_gpt2.py")
-    p.add_argument("-o", "--out", default="curves.png", help="the PNG to write")
+    p.add_argument("log", help="log.txt written by train_gpt2.py, or its run folder (--log-dir)")
+    p.add_argument("-o", "--out", help="the PNG to write (default: curves.png beside the log)")
+    p.add_argument(
+        "--fineweb",
+        action="store_true",
+        help=f"the run validated on fineweb.py's FineWeb-Edu shards: draw GPT-2 124M's val loss there "
+        f"({GPT2_124M_VAL_LOSS}, the lecture's figure); the log does not say which data a run used",
+    )
+    p.add_argument("--full", action="store_true", help="the whole loss range (default: from a tenth into the run)")
+    p.add_argument("--watch", type=positive_float, metavar="SECONDS", help="redraw every SECONDS until Ctrl-C")
     args = p.parse_args(argv)
-    return run_cli("plot_log.py", lambda: run(args.log, args.out))
+    return run_cli("plot_log.py", lambda: run(args))
 
 
-def run(log, out):
+def run(args):
+    log = os.path.join(args.log, "log.txt") if os.path.isdir(args.log) else args.log
     if not os.path.isfile(log):
         raise UserError(f"no log at {log}")
-    series = read_series(log)
-    if not any(series.values()):
-        raise UserError(f"{log} holds no log lines")
+    out = args.out or os.path.join(os.path.dirname(log), "curves.png")
     out = out if os.path.splitext(out)[1] else out + ".png"  # what matplotlib writes for a name without a suffix
-    try:
-        plot(series, out)
-    except ValueError as e:  # matplotlib: a format it cannot write, such as .txt
-        raise UserError(f"cannot write {out}: {e}") from None
-    summary(series)
-    print(f"wrote {out}")
+    if args.watch:
+        return watch(log, out, args.watch, args.fineweb, args.full)
+    if not (series := read_series(log)):
+        raise UserError(f"{log} holds no log lines")
+    draw(series, out, args.fineweb, args.full)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,21 @@
+import pytest
+
 import plot_log
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def log_lines(steps, val_every, hella_every=0):
+    """A run's log: train loss falling from ~10.9 towards 3.0 over `steps` steps, val (and HellaSwag) now and then."""
+    lines = []
+    for step in range(steps):
+        loss = 3.0 + 7.9 / (1 + step / 20)
+        if step % val_every == 0:
+            lines.append(f"{step} val {loss + 0.05:.4f}\n")
+        if hella_every and step % hella_every == 0:
+            lines.append(f"{step} hella {0.25 + step / steps / 10:.4f}\n")
+        lines.append(f"{step} train {loss:.6f}\n")
+    return "".join(lines)
 
 
 def test_plot_writes_a_png(tmp_path):
@@ -8,7 +25,7 @@ def test_plot_writes_a_png(tmp_path):
     assert series["train"] == [(0, 10.95), (1, 9.5)] and series["hella"][-1] == (250, 0.26)
     out = tmp_path / "curves.png"
     assert plot_log.main([str(log), "-o", str(out)]) == 0
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.read_bytes()[:8] == PNG
 
 
 def test_bad_log_line_names_its_line(tmp_path, capsys):
@@ -18,3 +35,78 @@ def test_bad_log_line_names_its_line(tmp_path, capsys):
     assert "log.txt:2:" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
     assert plot_log.main([str(tmp_path / "missing.txt")]) == 1
+
+
+def lines_of(ax):
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_a_run_without_hellaswag_gets_no_hellaswag_panel_and_no_fineweb_bar_unless_told(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text(log_lines(20, val_every=5))
+    (ax,) = plot_log.plot(plot_log.read_series(log), fineweb=False, full=False).axes
+    assert set(lines_of(ax)) == {"train loss", "val loss"}
+    assert lines_of(ax)["val loss"].get_marker() == "o"  # four points: each measurement shown, not only a line
+
+    log.write_text(log_lines(20, val_every=5, hella_every=10))
+    ax_loss, ax_hella = plot_log.plot(plot_log.read_series(log), fineweb=True, full=False).axes
+    bar = lines_of(ax_loss)["OpenAI GPT-2 124M val (3.2924)"]
+    assert list(bar.get_ydata()) == [3.2924, 3.2924]
+    assert lines_of(ax_hella)["this run"].get_marker() == "o"
+
+
+def test_the_loss_axis_zooms_on_a_long_run_only(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text(log_lines(1000, val_every=50))
+    series = plot_log.read_series(log)
+    (ax,) = plot_log.plot(series, fineweb=True, full=False).axes
+    low, high = ax.get_ylim()
+    assert low < 3.2924 < high < 5, "the last nine tenths of the run and the bar fill the axis, 10.9 is off the top"
+    assert "off the top" in ax.get_title()
+    (ax,) = plot_log.plot(series, fineweb=True, full=True).axes
+    assert ax.get_ylim()[1] > 10.9
+    # on a short run the fall from ~10.9 is the curve: the whole of it stays
+    log.write_text(log_lines(20, val_every=5))
+    (ax,) = plot_log.plot(plot_log.read_series(log), fineweb=False, full=False).axes
+    assert ax.get_ylim()[1] > 10.9 and ax.get_title() == "loss"
+
+
+def test_a_run_folder_gets_its_curves_beside_its_log(tmp_path, capsys):
+    (tmp_path / "log.txt").write_text(log_lines(3, val_every=2))
+    assert plot_log.main([str(tmp_path)]) == 0
+    assert (tmp_path / "curves.png").read_bytes()[:8] == PNG
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {tmp_path / 'curves.png'}"
+    (tmp_path / "empty").mkdir()
+    assert plot_log.main([str(tmp_path / "empty")]) == 1
+    assert capsys.readouterr().err.strip() == f"plot_log.py: error: no log at {tmp_path / 'empty' / 'log.txt'}"
+
+
+def test_watch_redraws_when_the_log_changes_and_ends_quietly_on_ctrl_c(tmp_path, capsys, monkeypatch):
+    log = tmp_path / "log.txt"
+    log.write_text("# run 0123456789ab\n")  # a run that has not logged a step yet
+    run = ["0 val 10.9\n0 train 10.95\n", "1 train 9.5\n", "", KeyboardInterrupt]
+    naps = []
+
+    def nap(seconds):  # instead of sleeping: the run logs its lines, then nothing, then the user presses Ctrl-C
+        naps.append(seconds)
+        if (news := run[len(naps) - 1]) is KeyboardInterrupt:
+            raise news
+        if news:
+            with open(log, "a") as f:
+                f.write(news)
+
+    monkeypatch.setattr(plot_log.time, "sleep", nap)
+    assert plot_log.main([str(log), "--watch", "0.5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert naps == [0.5] * 4
+    # drawn once the first lines came and again after the next; no PNG before them, no redraw without news
+    assert [line for line in out if line.startswith("wrote")] == [f"wrote {tmp_path / 'curves.png'}"] * 2
+    assert out[-2] == "train: 10.95 at step 0 -> 9.5 at step 1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves.png", "log.txt"]  # no temporary file left
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "soon"])
+def test_watch_needs_a_positive_interval(tmp_path, capsys, seconds):
+    with pytest.raises(SystemExit) as exit:
+        plot_log.main([str(tmp_path), "--watch", seconds])
+    assert exit.value.code == 1 and "--watch" in capsys.readouterr().err
