@@ -570,8 +570,12 @@ def setup_distributed(device):
     rank, local_rank = int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0))
     world_size = int(os.environ.get("WORLD_SIZE", 1))
     device = pick_device(device)
+    if world_size > 1 and device.startswith("cuda:"):
+        raise UserError(f"--device {device} would put all {world_size} processes on one GPU: pass --device cuda")
     if device == "cuda":
-        device = f"cuda:{local_rank}"  # one GPU per process
+        # one GPU per process: local rank r takes GPU r, or the only one it sees where a launcher gives each process
+        # its own (CUDA_VISIBLE_DEVICES), where cuda:r would not exist
+        device = f"cuda:{local_rank % torch.cuda.device_count()}"
     if device.startswith("cuda"):
         torch.cuda.set_device(device)
     if ddp:

@@ -1,4 +1,5 @@
-"""The ranks of a torchrun job: one rank failing ends the job at once (the others do not wait for it)."""
+"""The ranks of a torchrun job: one rank failing ends the job at once (the others do not wait for it); each rank
+takes a GPU of its own."""
 
 import os
 import signal
@@ -6,6 +7,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+import torch
+
+import train_gpt2
+from common import UserError
 from test_train import ENV, ROOT, TINY
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
@@ -63,3 +69,46 @@ def test_a_failing_rank_ends_the_job_at_once(tmp_path):
     assert "Traceback" in proc.stderr and "RuntimeError: CUDA out of memory (simulated)" in proc.stderr
     assert "step     0 " in proc.stdout and "step    49 " not in proc.stdout  # it failed mid-run
     assert seconds < 60  # not the process group's timeout (gloo's and NCCL's: 10 minutes)
+
+
+# ---- which GPU each rank takes (faked GPUs: the choice is plain arithmetic on what torch reports)
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    """A machine that shows `gpus(n)` CUDA GPUs to this process; the device a rank chose is set_device's argument."""
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    monkeypatch.setattr(train_gpt2.dist, "init_process_group", lambda backend: chosen.append(backend))
+
+    def show(n, rank, local_rank, world_size):
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+        for key, value in dict(RANK=rank, LOCAL_RANK=local_rank, WORLD_SIZE=world_size).items():
+            monkeypatch.setenv(key, str(value))
+        return chosen
+
+    return show
+
+
+@pytest.mark.parametrize(
+    "visible, local_rank, device",
+    [
+        (8, 0, "cuda:0"),
+        (8, 5, "cuda:5"),  # torchrun --nproc_per_node=8 on an 8-GPU machine
+        (1, 5, "cuda:0"),  # a launcher that shows each process only its own GPU (CUDA_VISIBLE_DEVICES=5)
+        (4, 5, "cuda:1"),  # two processes per GPU: NCCL refuses that itself
+    ],
+)
+def test_each_rank_takes_its_own_gpu(gpus, visible, local_rank, device):
+    chosen = gpus(visible, rank=8 + local_rank, local_rank=local_rank, world_size=16)
+    assert train_gpt2.setup_distributed("cuda")[-1] == device
+    assert chosen == [device, "nccl"]
+
+
+def test_one_named_gpu_for_several_ranks_is_refused(gpus):
+    gpus(8, rank=1, local_rank=1, world_size=2)
+    with pytest.raises(UserError, match=r"--device cuda:3 would put all 2 processes on one GPU: pass --device cuda"):
+        train_gpt2.setup_distributed("cuda:3")
+    chosen = gpus(8, rank=0, local_rank=0, world_size=1)  # one process: any GPU it names
+    assert train_gpt2.setup_distributed("cuda:3")[-1] == "cuda:3" and chosen == ["cuda:3", "nccl"]
