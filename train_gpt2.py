@@ -425,16 +425,14 @@ def train(args):
 
     # ---- the batch: B*T tokens per micro-step per process, accumulated up to total_batch tokens per step
     B, T = args.batch_size, args.seq_len
-    if args.total_batch % (B * T * world_size) != 0:
-        raise UserError(f"--total-batch {args.total_batch} is not a multiple of B*T*world_size = {B}*{T}*{world_size}")
-    grad_accum_steps = args.total_batch // (B * T * world_size)
+    grad_accum_steps = micro_steps(args.total_batch, B, T, world_size)
 
     # ---- the data, and the folder this run writes (a fresh run never writes over another)
     min_tokens, seed = B * T * world_size + 1, args.seed if args.shuffle else None
     train_loader = DataLoaderLite(load_split(args.data, "train", min_tokens), B, T, rank, world_size, seed)
     val_loader = DataLoaderLite(load_split(args.data, "val", min_tokens), B, T, rank, world_size)
     hella_examples = load_hellaswag(args) if args.hellaswag_every > 0 else None
-    run = RunFolder(args, master_process)
+    run = RunFolder(args, master_process, device)
 
     # ---- the model
     torch.manual_seed(args.seed)
@@ -583,6 +581,20 @@ def setup_distributed(device):
     return ddp, rank, local_rank, world_size, device
 
 
+def micro_steps(total_batch, B, T, world_size):
+    """How many B*T micro-batches each of world_size processes adds up to make total_batch tokens a step, or an
+    error naming the nearest --total-batch (and -B) that works: 2**19 tokens at B=64, T=1024 fit 1, 2, 4 or 8 GPUs."""
+    tokens = B * T * world_size  # one micro-step of all processes
+    if total_batch % tokens == 0:
+        return total_batch // tokens
+    hint = f"--total-batch {max(1, round(total_batch / tokens)) * tokens}"
+    if smaller := [b for b in range(B - 1, 0, -1) if total_batch % (b * T * world_size) == 0]:
+        hint += f" or -B {smaller[0]}"
+    raise UserError(
+        f"--total-batch {total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size} = {tokens}: pass {hint}"
+    )
+
+
 def all_reduce_sum(values, device, ddp):
     """Sum a list of numbers over all ranks (gloo has no AVG, so averages divide a sum)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
@@ -663,14 +675,14 @@ class RunFolder:
     log of another run. A run stopped before its first checkpoint resumes from step 0.
     """
 
-    def __init__(self, args, master_process):
+    def __init__(self, args, master_process, device):
         self.args, self.dir, self.master = args, args.log_dir, master_process
         self.log_file = os.path.join(self.dir, "log.txt")
         if os.path.exists(self.dir) and not os.path.isdir(self.dir):
             raise UserError(f"--log-dir {self.dir} is a file, not a folder")
         # every rank checks the same files, at once, so a mistake stops them all together, each with the same line
         if dist.is_initialized():
-            dist.barrier()
+            self._check_shared(device)
         paths, has_log = checkpoints(self.dir), os.path.exists(self.log_file)
         log_id, self.log_lines = read_log(self.log_file)  # read once: restore() keeps the lines before its step
         if not args.resume and (has_log or paths):
@@ -692,6 +704,26 @@ class RunFolder:
             self.lock = lock_folder(self.dir)
             if args.resume and not self.checkpoint:
                 print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
+
+    def _check_shared(self, device):
+        """Every rank must see the folder that rank 0 writes: on several machines, a filesystem they all share.
+        Otherwise each machine's ranks would find a run of their own (and resume from another checkpoint, or none).
+        Rank 0 leaves a fresh mark in the folder, every rank looks for it, and one all-reduce counts who missed it."""
+        token = 0
+        if self.master:
+            token = uuid.uuid4().int % 2**52  # exact in all_reduce_sum's float64
+            os.makedirs(self.dir, exist_ok=True)
+            write_atomically(os.path.join(self.dir, f".shared-{token}"), lambda f: None)
+        token = int(all_reduce_sum([token], device, True)[0])  # rank 0's, to every rank, once it is written
+        mark = os.path.join(self.dir, f".shared-{token}")
+        missed = int(all_reduce_sum([not os.path.exists(mark)], device, True)[0])
+        if self.master:
+            os.remove(mark)
+        if missed:
+            raise UserError(
+                f"{missed} of {dist.get_world_size()} processes do not see the --log-dir {self.dir} that rank 0 "
+                "writes: on several machines, --log-dir must be on a filesystem they all share"
+            )
 
     def _check_same_run(self, log_id):
         where = self.checkpoint["path"]

@@ -112,3 +112,28 @@ def test_one_named_gpu_for_several_ranks_is_refused(gpus):
         train_gpt2.setup_distributed("cuda:3")
     chosen = gpus(8, rank=0, local_rank=0, world_size=1)  # one process: any GPU it names
     assert train_gpt2.setup_distributed("cuda:3")[-1] == "cuda:3" and chosen == ["cuda:3", "nccl"]
+
+
+# ---- the batch: total_batch tokens split into whole micro-batches on every GPU
+
+
+@pytest.mark.parametrize(
+    "gpus, advice",
+    [
+        (3, "pass --total-batch 589824"),  # 512 sequences of 1024 tokens do not split in 3: only another total does
+        (6, "pass --total-batch 393216"),
+        (7, "pass --total-batch 458752"),
+        (16, "pass --total-batch 1048576 or -B 32"),  # 32 sequences per GPU, 1 micro-step
+    ],
+)
+def test_a_total_batch_that_does_not_split_names_one_that_does(gpus, advice):
+    with pytest.raises(UserError, match=rf"is not a multiple of B\*T\*processes = 64\*1024\*{gpus} = \d+: {advice}$"):
+        train_gpt2.micro_steps(524288, 64, 1024, gpus)
+    train_gpt2.micro_steps(int(advice.split()[2]), 64, 1024, gpus)  # the advice works
+    if "-B" in advice:
+        train_gpt2.micro_steps(524288, int(advice.split()[-1]), 1024, gpus)
+
+
+def test_a_total_batch_that_splits():
+    for gpus, steps in [(1, 8), (2, 4), (4, 2), (8, 1)]:
+        assert train_gpt2.micro_steps(524288, 64, 1024, gpus) == steps
