@@ -465,22 +465,30 @@ def train(args):
     for step in range(start_step, args.max_steps + 1):
         last_step = step == args.max_steps
 
-        # ---- evaluation: validation loss and HellaSwag with the compiled model; samples with the plain one
-        if args.val_every > 0 and (step % args.val_every == 0 or last_step):
+        # ---- evaluation: validation loss and HellaSwag with the compiled model; samples with the plain one. Each
+        # starts only if no rank was asked to stop: together they can outlast the 30 s that torchrun gives a worker
+        # between forwarding SIGTERM and killing it
+        if args.val_every > 0 and (step % args.val_every == 0 or last_step) and not stop.requested():
             loss = val_loss(eval_model, val_loader, args.val_steps, device, autocast)
             loss = all_reduce_sum([loss.item()], device, ddp)[0] / world_size
             if master_process:
                 print(f"validation loss: {loss:.4f}")
                 run.log(step, "val", f"{loss:.4f}")
-        if hella_examples and (step % args.hellaswag_every == 0 or last_step):
+        if hella_examples and (step % args.hellaswag_every == 0 or last_step) and not stop.requested():
             correct_norm, total = hellaswag_accuracy(eval_model, hella_examples, B, device, autocast, ddp)
             if master_process:
                 print(f"HellaSwag accuracy: {int(correct_norm)}/{int(total)}={correct_norm / total:.4f}")
                 run.log(step, "hella", f"{correct_norm / total:.4f}")
-        if master_process and args.sample_every > 0 and step > 0 and (step % args.sample_every == 0 or last_step):
+        sampling = args.sample_every > 0 and step > 0 and (step % args.sample_every == 0 or last_step)
+        if sampling and not stop.requested() and master_process:
             for i, text in enumerate(sample(raw_model, "Hello, I'm a language model,", 4, 32, device, 42, autocast)):
                 print(f"sample {i}: {text!r}")
         if last_step:
+            break
+        if stop.requested():  # the weights after `step` steps: the checkpoint that --resume continues
+            if master_process:
+                run.save_checkpoint(step, raw_model, optimizer, train_loader)
+                print(f"stopped at step {step}: resume with --resume")
             break
 
         # ---- one optimization step
@@ -513,7 +521,7 @@ def train(args):
         step_times.append(dt)
         tokens_per_sec = args.total_batch / dt
 
-        # ---- log, and a checkpoint every checkpoint_every steps, at the end, and when asked to stop
+        # ---- log, and a checkpoint every checkpoint_every steps and at the end
         if master_process:
             print(
                 f"step {step:5d} | loss {loss:.6f} | lr {lr:.4e} | norm {norm:.4f} | dt {1000 * dt:.1f}ms | "
@@ -521,13 +529,8 @@ def train(args):
                 flush=True,
             )
             run.log(step, "train", f"{loss:.6f}")
-        stopping = stop.requested()
-        if master_process and (stopping or checkpoint_due(step + 1, args.checkpoint_every, args.max_steps)):
+        if master_process and checkpoint_due(step + 1, args.checkpoint_every, args.max_steps):
             run.save_checkpoint(step + 1, raw_model, optimizer, train_loader)
-        if stopping:
-            if master_process:
-                print(f"stopped at step {step + 1}: resume with --resume")
-            break
 
     if ddp:  # DDP keeps the copies one model only if every rank takes the same steps: check that they did
         drift = replica_drift(raw_model)
@@ -629,7 +632,7 @@ class StopRequest:
     interrupts at once."""
 
     def __init__(self, device, ddp):
-        self.device, self.ddp, self.signalled = device, ddp, False
+        self.device, self.ddp, self.signalled, self.stopping = device, ddp, False, False
         self.terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # stdout and stderr, where they are the terminal
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
@@ -646,8 +649,11 @@ class StopRequest:
             os.close(nowhere)
 
     def requested(self):
-        """Whether any rank was signalled: then all stop at the same step."""
-        return all_reduce_sum([self.signalled], self.device, self.ddp)[0] > 0
+        """Whether any rank was signalled: then all stop at the same point. Every rank asks at the same points; once
+        the answer is yes, it stays yes without asking again."""
+        if not self.stopping:
+            self.stopping = all_reduce_sum([self.signalled], self.device, self.ddp)[0] > 0
+        return self.stopping
 
 
 def stop_if_not_finite(loss, step):

@@ -469,6 +469,32 @@ def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
     assert_same_run(hung_up, tmp_path / "straight")
 
 
+def test_sigterm_to_the_workers_stops_before_the_next_evaluation(tmp_path):
+    # what the README tells a torchrun user to do: signal the workers (pkill -TERM -P <torchrun's pid>), not torchrun,
+    # whose agent ends in a traceback and status 1 when signalled itself; then torchrun exits 0
+    argv = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 20 --device cpu".split()]
+    argv += [*"--val-every 1 --val-steps 8 --sample-every 1 --log-dir".split(), str(tmp_path)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_gpt2.py", *argv],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    after_step_2 = False
+    for line in proc.stdout:
+        after_step_2 = after_step_2 or line.startswith("step     2 ")
+        if after_step_2 and line.startswith("validation loss"):  # step 3's: its sampling and training still to come
+            subprocess.run(["pkill", "-TERM", "-P", str(proc.pid)], check=True)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    # stopped before step 3's training (before its sampling too, unless the signal came after that check)
+    assert "stopped at step 3: resume with --resume" in out and "step     3 " not in out
+    assert [p.name for p in tmp_path.glob("model_*.pt")] == ["model_00003.pt"]
+
+
 def test_hang_up_under_nohup_goes_on(tmp_path):
     # nohup runs a command with SIGHUP ignored, so that it outlives the terminal: the run keeps that choice
     argv = [sys.executable, "train_gpt2.py", "--data", "input.txt", *TINY, *"-B 2 -T 32 --max-steps 6".split()]
