@@ -367,7 +367,7 @@ def val_loss(model, loader, steps, device, autocast):
     for _ in range(steps):
         x, y = loader.next_batch()
         with autocast():
-            _, batch_loss = model(x.to(device), y.to(device))
+            batch_loss = model(to_device(x, device), to_device(y, device))[1]  # not the logits: (B, T, vocab_size)
         loss += batch_loss.detach().float() / steps
     model.train()
     return loss
@@ -498,17 +498,19 @@ def train(args):
         loss_accum = torch.zeros((), device=device)
         for micro_step in range(grad_accum_steps):
             x, y = train_loader.next_batch()
-            x, y = x.to(device), y.to(device)
+            x, y = to_device(x, device), to_device(y, device)
             if ddp:
                 # all-reduce gradients on the last micro-step only; set before the forward, which arms DDP's hooks
                 model.require_backward_grad_sync = micro_step == grad_accum_steps - 1
             with autocast():
-                _, loss = model(x, y)
+                # only the loss: logits kept in a variable would stay alive through the backward and into the next
+                # micro-step (B*T*vocab_size numbers: 6.6 GB in bfloat16 at B=64, T=1024)
+                loss = model(x, y)[1]
             # cross_entropy averages over B*T tokens; dividing by the micro-steps makes the sum an average too
             loss = loss / grad_accum_steps
             loss_accum += loss.detach()
             loss.backward()
-        loss = all_reduce_sum([loss_accum.item()], device, ddp)[0] / world_size
+        loss = stop.sum_and_ask([loss_accum.item()])[0] / world_size  # and whether any rank was signalled
         stop_if_not_finite(loss, step)  # before the update: a NaN must not reach the weights or a checkpoint
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # bounds the step a bad batch can take
         lr = get_lr(step, args.max_lr, min_lr, args.warmup_steps, args.max_steps)
@@ -598,6 +600,14 @@ def micro_steps(total_batch, B, T, world_size):
     )
 
 
+def to_device(batch, device):
+    """A batch on the device. A plain copy to a GPU makes the host wait until the GPU has finished all the work queued
+    before it; from pinned (page-locked) memory and with non_blocking, the host goes on queueing the forward pass."""
+    if device.startswith("cuda"):
+        return batch.pin_memory().to(device, non_blocking=True)
+    return batch.to(device)
+
+
 def all_reduce_sum(values, device, ddp):
     """Sum a list of numbers over all ranks (gloo has no AVG, so averages divide a sum)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
@@ -632,7 +642,8 @@ class StopRequest:
     interrupts at once."""
 
     def __init__(self, device, ddp):
-        self.device, self.ddp, self.signalled, self.stopping = device, ddp, False, False
+        self.device, self.ddp, self.signalled = device, ddp, False
+        self.stopping, self.answered = False, False  # what the ranks agreed, and whether nothing ran since
         self.terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # stdout and stderr, where they are the terminal
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
@@ -650,10 +661,18 @@ class StopRequest:
 
     def requested(self):
         """Whether any rank was signalled: then all stop at the same point. Every rank asks at the same points; once
-        the answer is yes, it stays yes without asking again."""
-        if not self.stopping:
+        the answer is yes, it stays yes without asking again, and right after sum_and_ask it is already known."""
+        if not (self.stopping or self.answered):
             self.stopping = all_reduce_sum([self.signalled], self.device, self.ddp)[0] > 0
+        self.answered = False
         return self.stopping
+
+    def sum_and_ask(self, values):
+        """all_reduce_sum(values), asking in the same round-trip whether any rank was signalled: the step's loss
+        carries the question, so a step waits on one collective, not two."""
+        *sums, signalled = all_reduce_sum([*values, self.signalled], self.device, self.ddp)
+        self.stopping, self.answered = self.stopping or signalled > 0, True
+        return sums
 
 
 def stop_if_not_finite(loss, step):

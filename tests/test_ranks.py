@@ -1,11 +1,13 @@
 """The ranks of a torchrun job: one rank failing ends the job at once (the others do not wait for it); each rank
-takes a GPU of its own."""
+takes a GPU of its own; the batch splits over them; a signal to one rank stops them all."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -137,3 +139,49 @@ def test_a_total_batch_that_does_not_split_names_one_that_does(gpus, advice):
 def test_a_total_batch_that_splits():
     for gpus, steps in [(1, 8), (2, 4), (4, 2), (8, 1)]:
         assert train_gpt2.micro_steps(524288, 64, 1024, gpus) == steps
+
+
+# ---- the hot loop: one collective a step, batches to a GPU without waiting for it
+
+
+def test_batches_go_to_a_gpu_from_pinned_memory():
+    done = []
+
+    class Batch:  # stands for a batch in CPU memory: records what is done to it
+        def pin_memory(self):
+            done.append("pin_memory")
+            return self
+
+        def to(self, device, non_blocking=False):
+            done.append((device, non_blocking))
+            return self
+
+    train_gpt2.to_device(Batch(), "cuda:3")
+    assert done == ["pin_memory", ("cuda:3", True)]
+    done.clear()
+    train_gpt2.to_device(Batch(), "cpu")  # pinning is a GPU's business: on a CPU, the plain copy (none)
+    assert done == [("cpu", False)]
+
+
+def test_sigterm_to_one_rank_stops_both_at_the_same_step(tmp_path):
+    # the signalled rank's flag travels in the loss's all-reduce: the other rank learns of it in the same step
+    argv = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 50 --device cpu".split()]
+    proc = subprocess.Popen(
+        [*TORCHRUN, "train_gpt2.py", *argv, "--log-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stdout:
+        if line.startswith("step     2 "):
+            workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+            rank_1 = next(pid for pid in workers if b"RANK=1\0" in Path(f"/proc/{pid}/environ").read_bytes())
+            os.kill(int(rank_1), signal.SIGTERM)  # not rank 0, which prints and saves
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    stopped_at = int(re.search(r"stopped at step (\d+)", out)[1])
+    assert [p.name for p in tmp_path.glob("model_*.pt")] == [f"model_{stopped_at:05d}.pt"]
+    assert 2 < stopped_at < 50 and "replicas differ by at most 0.000e+00" in out  # both took the same steps
