@@ -355,7 +355,7 @@ def test_ddp_two_ranks_equal_one_process(tmp_path):
 
 def test_logits_are_not_kept_when_only_the_loss_is_needed(tmp_path, monkeypatch):
     """Training and validation use the loss only: a forward's (B, T, vocab_size) logits must be gone by the time its
-    backward starts, and by the next forward (the largest tensor of the step: 6.6 GB in bfloat16 at B=64)."""
+    backward starts, and by the next forward (at B=64, T=1024: 6.6 GB in bfloat16)."""
     forward, alive, last = GPT.forward, [], [lambda: None]
 
     def watched(self, idx, targets=None, positions=None):
