@@ -451,16 +451,16 @@ def train(args):
 
     if master_process:
         n_params = sum(p.numel() for p in raw_model.parameters())
-        print(
+        run.print(
             f"{n_params / 1e6:.2f}M parameters on {device} x{world_size} | {dtype} | grad accum {grad_accum_steps} | "
             f"steps {start_step}..{args.max_steps}" + (f" | resumed from step {start_step}" if start_step else "")
         )
     min_lr = args.max_lr * args.min_lr_ratio
     mfu = MFU(raw_model, T, device, world_size)
     if master_process:
-        print(mfu.basis())
+        run.print(mfu.basis())
     stop = StopRequest(device, ddp)  # from here on, SIGTERM, SIGHUP or Ctrl-C finish the step, save and exit
-    step_times = []
+    step_times, eta = [], TimeLeft(args.max_steps)
 
     for step in range(start_step, args.max_steps + 1):
         last_step = step == args.max_steps
@@ -472,23 +472,23 @@ def train(args):
             loss = val_loss(eval_model, val_loader, args.val_steps, device, autocast)
             loss = all_reduce_sum([loss.item()], device, ddp)[0] / world_size
             if master_process:
-                print(f"validation loss: {loss:.4f}")
+                run.print(f"validation loss: {loss:.4f}")
                 run.log(step, "val", f"{loss:.4f}")
         if hella_examples and (step % args.hellaswag_every == 0 or last_step) and not stop.requested():
             correct_norm, total = hellaswag_accuracy(eval_model, hella_examples, B, device, autocast, ddp)
             if master_process:
-                print(f"HellaSwag accuracy: {int(correct_norm)}/{int(total)}={correct_norm / total:.4f}")
+                run.print(f"HellaSwag accuracy: {int(correct_norm)}/{int(total)}={correct_norm / total:.4f}")
                 run.log(step, "hella", f"{correct_norm / total:.4f}")
         sampling = args.sample_every > 0 and step > 0 and (step % args.sample_every == 0 or last_step)
         if sampling and not stop.requested() and master_process:
             for i, text in enumerate(sample(raw_model, "Hello, I'm a language model,", 4, 32, device, 42, autocast)):
-                print(f"sample {i}: {text!r}")
+                run.print(f"sample {i}: {text!r}")
         if last_step:
             break
         if stop.requested():  # the weights after `step` steps: the checkpoint that --resume continues
             if master_process:
                 run.save_checkpoint(step, raw_model, optimizer, train_loader)
-                print(f"stopped at step {step}: resume with --resume")
+                run.print(f"stopped at step {step}: resume with --resume")
             break
 
         # ---- one optimization step
@@ -525,10 +525,9 @@ def train(args):
 
         # ---- log, and a checkpoint every checkpoint_every steps and at the end
         if master_process:
-            print(
+            run.print(
                 f"step {step:5d} | loss {loss:.6f} | lr {lr:.4e} | norm {norm:.4f} | dt {1000 * dt:.1f}ms | "
-                f"tok/sec {tokens_per_sec:.0f}{mfu(tokens_per_sec)}",
-                flush=True,
+                f"tok/sec {tokens_per_sec:.0f}{mfu(tokens_per_sec)}{eta(step, dt)}"
             )
             run.log(step, "train", f"{loss:.6f}")
         if master_process and checkpoint_due(step + 1, args.checkpoint_every, args.max_steps):
@@ -537,10 +536,10 @@ def train(args):
     if ddp:  # DDP keeps the copies one model only if every rank takes the same steps: check that they did
         drift = replica_drift(raw_model)
         if master_process:
-            print(f"replicas differ by at most {drift:.3e}")
+            run.print(f"replicas differ by at most {drift:.3e}")
     if master_process and len(step_times) > 1:
         dt = sum(step_times[1:]) / len(step_times[1:])  # the first step pays for compilation and warm-up
-        print(
+        run.print(
             f"mean step after the first: {1000 * dt:.1f}ms, {args.total_batch / dt:.0f} tok/sec"
             f"{mfu(args.total_batch / dt)}"
         )
@@ -694,7 +693,8 @@ RESUME_ENTRIES = {"optimizer": dict, "step": int, "loader": dict, "rng": torch.T
 
 
 class RunFolder:
-    """The folder one run writes (--log-dir): log.txt and checkpoints model_NNNNN.pt, held by one process at a time.
+    """The folder one run writes (--log-dir): log.txt (the metrics), console.txt (everything the run printed, with the
+    time) and checkpoints model_NNNNN.pt, held by one process at a time.
 
     Each run has an id, at the top of its log and in each checkpoint, so --resume never continues a checkpoint or a
     log of another run. A run stopped before its first checkpoint resumes from step 0.
@@ -703,6 +703,7 @@ class RunFolder:
     def __init__(self, args, master_process, device):
         self.args, self.dir, self.master = args, args.log_dir, master_process
         self.log_file = os.path.join(self.dir, "log.txt")
+        self.console_file = os.path.join(self.dir, "console.txt")  # appended to: a resumed run's output follows on
         if os.path.exists(self.dir) and not os.path.isdir(self.dir):
             raise UserError(f"--log-dir {self.dir} is a file, not a folder")
         # every rank checks the same files, at once, so a mistake stops them all together, each with the same line
@@ -784,6 +785,13 @@ class RunFolder:
             lines = [f"# run {self.run_id}\n", *kept]
             write_atomically(self.log_file, lambda f: f.write("".join(lines).encode()))
         return step
+
+    def print(self, text):
+        """print(text), and the same line in console.txt after the time: the output outlives the terminal (a hang-up
+        sends stdout to /dev/null) and the scrollback of tmux."""
+        print(text, flush=True)
+        with open(self.console_file, "a", encoding="utf-8") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
 
     def log(self, step, kind, value):
         with open(self.log_file, "a") as f:
@@ -931,6 +939,25 @@ class MFU:
         if not self.tflops:
             return ""
         return f" | mfu {100 * self.flops_per_token * tokens_per_sec / (self.tflops * 1e12 * self.world_size):.1f}%"
+
+
+class TimeLeft:
+    """The run's time left at its pace since its first step (which pays for compilation), evaluation included."""
+
+    def __init__(self, max_steps):
+        self.max_steps, self.since, self.steps = max_steps, None, 0
+
+    def __call__(self, step, dt):
+        """' | eta 62.3 min' (or s, or h) for the line of the step that just took dt seconds."""
+        if self.since is None:  # the first step: its own time is all there is to go by
+            self.since, pace = time.time(), dt
+        else:
+            self.steps += 1
+            pace = (time.time() - self.since) / self.steps
+        left = pace * (self.max_steps - step - 1)
+        if left < 90:
+            return f" | eta {left:.0f} s"
+        return f" | eta {left / 60:.1f} min" if left < 7200 else f" | eta {left / 3600:.1f} h"
 
 
 PRESETS = {

@@ -1,0 +1,69 @@
+"""The run's output on disk: console.txt holds every line the run printed, each after the time it was printed, and
+a resumed run's lines follow the first run's; each step line ends with the time left."""
+
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import train_gpt2
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = (
+    "--n-layer 2 --n-head 2 --n-embd 32 -B 2 -T 32 --total-batch 64 "
+    "--hellaswag-every 0 --sample-every 0 --device cpu --val-every 2 --val-steps 1"
+).split()
+STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*)")
+
+
+@pytest.fixture
+def train(capsys, tmp_path):
+    """train_gpt2.main with TINY and these flags, in this process: its stdout lines. (The run installs its signal
+    handlers; the fixture puts pytest's back, and torch's thread count.)"""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only wait for each other on a busy machine
+    data = tmp_path / "input.txt"  # a tenth of tiny shakespeare: tokenized in a tenth of the time
+    data.write_text((ROOT / "input.txt").read_text()[:100_000])
+
+    def run(*args):
+        assert train_gpt2.main([*TINY, "--data", str(data), *map(str, args)]) == 0, capsys.readouterr().err
+        return capsys.readouterr().out.splitlines()
+
+    yield run
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    torch.set_num_threads(threads)
+
+
+def test_console_holds_every_printed_line_with_its_time_and_resume_appends(tmp_path, train):
+    started = time.time()
+    first = train("--max-steps", 2, "--log-dir", tmp_path / "log")
+    resumed = train("--max-steps", 3, "--log-dir", tmp_path / "log", "--resume")
+    finished = time.time()
+    console = (tmp_path / "log" / "console.txt").read_text().splitlines()
+    stamped = [STAMP.fullmatch(line) for line in console]
+    assert all(stamped), console
+    assert [m[2] for m in stamped] == first + resumed  # nothing the terminal showed is missing, in order
+    times = [time.mktime(time.strptime(m[1], "%Y-%m-%d %H:%M:%S")) for m in stamped]
+    assert int(started) <= times[0] and times == sorted(times) and times[-1] <= finished
+    assert first[2].startswith("validation loss:")
+    metrics = (tmp_path / "log" / "log.txt").read_text().splitlines()[1:]  # its own format still, and no times
+    assert metrics[:2] == [f"0 val {first[2].split()[-1]}", f"0 train {first[3].split()[4]}"], metrics
+    steps = [line for line in first + resumed if line.startswith("step ")]
+    assert [int(line.split()[1]) for line in steps] == [0, 1, 2]
+    assert all(re.search(r" \| eta \d+ s$", line) for line in steps), steps
+    assert steps[-1].endswith("| eta 0 s")
+
+
+def test_time_left_goes_by_the_pace_since_the_first_step(monkeypatch):
+    clock = [1000.0, 1010.0, 1030.0, 1060.0]  # when each step ends
+    monkeypatch.setattr(train_gpt2.time, "time", lambda: clock[0] if len(clock) == 1 else clock.pop(0))
+    eta = train_gpt2.TimeLeft(max_steps=500)
+    assert eta(0, 0.05) == " | eta 25 s"  # the first step: its own 0.05 s for each of the 499 left
+    assert eta(1, 5.0) == " | eta 83.0 min"  # 10 s since the first: 10 s for each of the 498 left
+    assert eta(2, 5.0) == " | eta 2.1 h"  # 30 s over 2 steps, evaluation included: 15 s each, 497 left
+    assert eta(498, 5.0) == " | eta 20 s"  # 60 s over 3 steps, 1 left
