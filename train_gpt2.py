@@ -17,6 +17,7 @@ import uuid
 import warnings
 from argparse import ArgumentTypeError, BooleanOptionalAction
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import tiktoken
@@ -319,6 +320,7 @@ def load_split(data, split, min_tokens):
         cut = int(0.9 * len(tokens))
         shards = [tokens[:cut] if split == "train" else tokens[cut:]]
     else:
+        check_shard_folder(data)
         paths = sorted(glob.glob(os.path.join(data, f"*_{split}_*.npy")))
         if not paths:
             raise UserError(f"no {split} shards (*_{split}_*.npy) in {data}: run fineweb.py first, or pass a text file")
@@ -329,6 +331,33 @@ def load_split(data, split, min_tokens):
             f"(B*T*processes + 1 = {min_tokens:,}): lower -B or -T, or add data"
         )
     return shards
+
+
+def check_shard_folder(data):
+    """Refuse a folder fineweb.py has not finished, or whose .npy files are not the shards its manifest lists: a run
+    on it would loop over partial data. Only names and sizes (the files' headers): `fineweb.py --verify` reads every
+    byte. A folder without a manifest.json (shards from another tool) is taken as it is."""
+    import fineweb  # here: it imports datasets (about a second), which only a shard folder needs
+
+    manifest = fineweb.read_manifest(Path(data))
+    if manifest is None:
+        return
+    verify = f"python fineweb.py --verify --out {data}"
+    if not manifest["complete"]:
+        raise UserError(
+            f"{data} is unfinished: rerun the fineweb.py command that made it, then check it with: {verify}"
+        )
+    listed = {shard["file"]: shard["tokens"] for shard in manifest["shards"]}
+    found = {os.path.basename(path) for path in glob.glob(os.path.join(data, "*.npy"))}
+    problems = [f"{name} missing" for name in sorted(listed.keys() - found)]
+    problems += [f"{name} not in manifest.json" for name in sorted(found - listed.keys())]
+    problems += [
+        f"{name} holds {len(shard):,} tokens, not {listed[name]:,}"
+        for name in sorted(listed.keys() & found)
+        if len(shard := load_shard(os.path.join(data, name))) != listed[name]
+    ]
+    if problems:
+        raise UserError(f"{data} does not match its manifest.json ({'; '.join(problems[:3])}): run {verify}")
 
 
 def load_shard(path):
@@ -769,13 +798,17 @@ class RunFolder:
         if differ:
             raise UserError(f"{where} was trained with {', '.join(differ)}: pass its settings to --resume it")
 
+    def check_config(self, config):
+        """Refuse to resume a checkpoint of another model's shape than the flags' (config)."""
+        saved, ours = self.checkpoint["config"], asdict(config)
+        if differ := [f"{k} {saved.get(k)} (this run: {v})" for k, v in ours.items() if saved.get(k) != v]:
+            raise UserError(f"{self.checkpoint['path']} is a model with {', '.join(differ)}: pass its sizes")
+
     def restore(self, model, optimizer, loader):
         """The step to start from: 0 for a fresh run, or the checkpoint's step with its whole state put back."""
         step = self.checkpoint["step"] if self.checkpoint else 0
         if self.checkpoint:
-            saved, ours = self.checkpoint["config"], asdict(model.config)  # the flags' model and the checkpoint's
-            if differ := [f"{k} {saved.get(k)} (this run: {v})" for k, v in ours.items() if saved.get(k) != v]:
-                raise UserError(f"{self.checkpoint['path']} is a model with {', '.join(differ)}: pass its sizes")
+            self.check_config(model.config)
             load_weights(model, self.checkpoint["model"], self.checkpoint["path"])
             optimizer.load_state_dict(self.checkpoint["optimizer"])
             loader.load_state_dict(self.checkpoint["loader"])

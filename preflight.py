@@ -1,0 +1,227 @@
+"""
+Check a training run's setup before it starts: train_gpt2.py's flags, one line per check, nothing trained.
+
+    python preflight.py --preset cpu
+    python preflight.py --world-size 8      # before: torchrun --standalone --nproc_per_node=8 train_gpt2.py
+
+--world-size is the number of processes the run will have (default: the GPUs torch sees, or 1).
+The data (against fineweb.py's manifest, every byte), the disk the checkpoints need, the batch arithmetic, the
+device, the run folder (a fresh run or what --resume continues, with the checkpoint's settings), the HellaSwag file,
+and the run's time from a few measured steps. Exit status 0 only when the run would start.
+"""
+
+import os
+import shutil
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import torch
+
+import train_gpt2
+from common import ArgumentParser, UserError, count, lock_folder
+from train_gpt2 import GPT, DataLoaderLite, GPTConfig, RunFolder
+
+MEASURED_STEPS = 3  # timed after one warm-up step (compilation, allocator, caches)
+
+
+class Plan:
+    """What the checks learn about the run, each from the ones before it."""
+
+    def __init__(self, args, world_size):
+        self.args, self.world_size = args, world_size
+        self.config = GPTConfig(
+            vocab_size=args.vocab_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd
+        )
+        self.train_shards = self.device = self.grad_accum_steps = None
+        self.start_step = 0
+
+
+def check_data(plan):
+    args, B, T = plan.args, plan.args.batch_size, plan.args.seq_len
+    verified = ""
+    if os.path.isdir(args.data):
+        verified = verify_shards(Path(args.data))
+    min_tokens = B * T * plan.world_size + 1
+    plan.train_shards = train_gpt2.load_split(args.data, "train", min_tokens)  # the checks the run makes
+    train_tokens = sum(map(len, plan.train_shards))
+    val_tokens = sum(map(len, train_gpt2.load_split(args.data, "val", min_tokens)))
+    epochs = args.max_steps * args.total_batch / train_tokens
+    return (
+        f"{args.data}{verified}: train {train_tokens:,} tokens, val {val_tokens:,}; "
+        f"{args.max_steps:,} steps x {args.total_batch:,} tokens = {epochs:.2f} epochs"
+    )
+
+
+def verify_shards(folder):
+    """' (N shards match manifest.json)', each checked as `fineweb.py --verify` checks it (sha256 included), or a note
+    that a folder without a manifest cannot be verified."""
+    import fineweb  # here: it imports datasets (about a second), which only a shard folder needs
+
+    manifest = fineweb.read_manifest(folder)
+    if manifest is None:
+        return " (no manifest.json: not made by fineweb.py, so not verified)"
+    for shard in manifest["shards"]:
+        if problems := fineweb.shard_problems(folder / shard["file"], shard):
+            raise UserError(
+                f"{folder / shard['file']}: {'; '.join(problems)}: run python fineweb.py --verify --out {folder}"
+            )
+    return f" ({len(manifest['shards'])} shards match manifest.json)"
+
+
+def check_batch(plan):
+    args = plan.args
+    plan.grad_accum_steps = train_gpt2.micro_steps(args.total_batch, args.batch_size, args.seq_len, plan.world_size)
+    micro = args.batch_size * args.seq_len * plan.world_size
+    return (
+        f"B {args.batch_size} x T {args.seq_len} x world {plan.world_size} = {micro:,} tokens per micro-step; "
+        f"{args.total_batch:,} per step: grad accum {plan.grad_accum_steps}"
+    )
+
+
+def check_device(plan):
+    args = plan.args
+    device = train_gpt2.pick_device(args.device)
+    kind = torch.device(device).type
+    if kind == "cuda":
+        if (gpus := torch.cuda.device_count()) < plan.world_size:
+            raise UserError(f"{plan.world_size} processes need a GPU each; this machine has {gpus}")
+        name = f"{plan.world_size} x {torch.cuda.get_device_name(0)}"
+    else:
+        name = f"{device} x{plan.world_size}"
+    dtype = args.dtype or ("bfloat16" if kind == "cuda" else "float32")
+    if dtype == "bfloat16" and kind == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UserError(f"{torch.cuda.get_device_name(0)} has no bfloat16: pass --dtype float32")
+    compile_on = kind == "cuda" if args.compile is None else args.compile
+    if compile_on and (problem := compiler_missing()):
+        raise UserError(f"torch.compile needs {problem}: install it, or pass --no-compile")
+    plan.device = device
+    return f"{name}, {dtype}, compile {'on' if compile_on else 'off'}"
+
+
+def compiler_missing():
+    """What torch.compile's code generation needs and this machine lacks (a C compiler, Python's headers), or None."""
+    if not (shutil.which("gcc") or shutil.which("cc")):
+        return "a C compiler (gcc)"
+    if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        return "Python's headers (Python.h: the python3-dev package)"
+    return None
+
+
+def check_run(plan):
+    args = plan.args
+    if os.path.isdir(args.log_dir):  # a run going on in it holds its lock
+        lock_folder(args.log_dir).close()
+    run = RunFolder(args, master_process=False, device=None)  # the run's checks, without taking the folder
+    if not run.checkpoint:
+        state = "holds no checkpoint: the run starts at step 0" if args.resume else "a fresh run"
+        return f"{args.log_dir}: {state}"
+    run.check_config(plan.config)
+    plan.start_step = run.checkpoint["step"]
+    return f"{args.log_dir}: resumes {run.checkpoint['path']} at step {plan.start_step:,} of {args.max_steps:,}"
+
+
+def check_disk(plan):
+    args = plan.args
+    with torch.device("meta"):  # the shapes only: no memory, no initialisation
+        n_params = sum(p.numel() for p in GPT(plan.config).parameters())
+    checkpoint = 3 * 4 * n_params  # float32 weights and AdamW's two moments
+    every = args.checkpoint_every
+    saves = {args.max_steps, *(range(every, args.max_steps, every) if every else [])}
+    saves = len([step for step in saves if step > plan.start_step])
+    logs = 200 * (args.max_steps - plan.start_step)  # a step line in console.txt and log.txt, with room to spare
+    need = saves * checkpoint + logs
+    folder = Path(args.log_dir).absolute()
+    while not folder.exists():
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    line = f"{saves} x {checkpoint / 1e9:.2f} GB of checkpoints + logs = {need / 1e9:.2f} GB, {free / 1e9:.1f} GB free"
+    if free < need:
+        raise UserError(f"{args.log_dir}: {line}")
+    return f"{args.log_dir}: {line}"
+
+
+def check_hellaswag(plan):
+    args = plan.args
+    if args.hellaswag_every == 0:
+        return "off (--hellaswag-every 0)"
+    examples = train_gpt2.load_hellaswag(args)  # downloads the validation set as the run would, if not cached
+    source = args.hellaswag_data or "the validation set"
+    return f"{len(examples):,} examples from {source}, every {args.hellaswag_every} steps"
+
+
+def check_time(plan):
+    args, device = plan.args, plan.device
+    if plan.train_shards is None or device is None or plan.grad_accum_steps is None:
+        raise UserError("not measured: the data, batch and device checks must pass first")
+    device_type = torch.device(device).type
+    dtype = args.dtype or ("bfloat16" if device_type == "cuda" else "float32")
+    torch.manual_seed(args.seed)
+    model = (GPT.from_pretrained(args.pretrained) if args.pretrained else GPT(plan.config)).to(device)
+    optimizer = model.configure_optimizers(args.weight_decay, args.max_lr, device_type)
+    if device_type == "cuda" if args.compile is None else args.compile:
+        model = torch.compile(model)
+    loader = DataLoaderLite(plan.train_shards, args.batch_size, args.seq_len, seed=args.seed)
+    autocast = torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+    times = [
+        timed_step(model, optimizer, loader, plan.grad_accum_steps, device, autocast) for _ in range(1 + MEASURED_STEPS)
+    ]
+    dt = sum(times[1:]) / MEASURED_STEPS
+    steps = args.max_steps - plan.start_step
+    total = f"{dt * steps / 60:.1f} min" if dt * steps < 7200 else f"{dt * steps / 3600:.1f} h"
+    memory = f", {torch.cuda.max_memory_allocated(device) / 1e9:.1f} GB of GPU memory" if device_type == "cuda" else ""
+    return (
+        f"{1000 * dt:.1f}ms per step ({MEASURED_STEPS} after a warm-up, one process{memory}): "
+        f"{steps:,} steps take about {total}, evaluation not counted"
+    )
+
+
+def timed_step(model, optimizer, loader, grad_accum_steps, device, autocast):
+    """Seconds for one optimizer step as the run takes it (without DDP's all-reduce between processes)."""
+    started = time.time()
+    optimizer.zero_grad(set_to_none=True)
+    for _ in range(grad_accum_steps):
+        x, y = loader.next_batch()
+        with autocast:
+            _, loss = model(x.to(device), y.to(device))
+        (loss / grad_accum_steps).backward()
+    optimizer.step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.time() - started
+
+
+CHECKS = {  # in order: a check may use what the ones before it learned
+    "data": check_data,
+    "batch": check_batch,
+    "device": check_device,
+    "run": check_run,
+    "disk": check_disk,
+    "hellaswag": check_hellaswag,
+    "time": check_time,
+}
+
+
+def preflight(args, world_size):
+    plan, failed = Plan(args, world_size), 0
+    for name, check in CHECKS.items():
+        try:
+            print(f"{name:9s} ok    {check(plan)}", flush=True)
+        except (UserError, OSError) as e:
+            print(f"{name:9s} FAIL  {e}", flush=True)
+            failed += 1
+    print("the run would start" if not failed else f"{failed} of {len(CHECKS)} checks failed: the run would not start")
+    return 1 if failed else 0
+
+
+def main(argv=None):
+    own = ArgumentParser(add_help=False)  # preflight's one flag; the rest are train_gpt2.py's, --help included
+    own.add_argument("--world-size", type=count, default=torch.cuda.device_count() or 1, help="default: the GPUs")
+    ours, rest = own.parse_known_args(argv)
+    args = train_gpt2.parse_args(rest)
+    return preflight(args, ours.world_size)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""preflight.py passes a good setup and refuses a bad one, one line per check; the normal start refuses a shard folder
+that fineweb.py has not finished or that differs from its manifest, naming the `fineweb.py --verify` command."""
+
+import json
+import shutil
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fineweb
+import preflight
+import train_gpt2
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = (
+    "--n-layer 2 --n-head 2 --n-embd 32 -B 2 -T 32 --total-batch 64 --max-steps 2 "
+    "--val-every 0 --hellaswag-every 0 --sample-every 0 --device cpu"
+).split()
+
+
+@pytest.fixture(scope="module")
+def made_shards(tmp_path_factory):
+    """A folder fineweb.py made: 20,000 characters of tiny shakespeare, 1 val and 4 train shards (1,500 tokens each)."""
+    folder = tmp_path_factory.mktemp("made")
+    text = folder / "text.txt"
+    text.write_text((ROOT / "input.txt").read_text()[:20_000])
+    assert (
+        fineweb.main(["--files", str(text), "--out", str(folder / "shards"), "--shard-size", "1500", "--workers", "1"])
+        == 0
+    )
+    return folder / "shards"
+
+
+@pytest.fixture
+def shards(made_shards, tmp_path):
+    """A copy of the folder, for a test to damage."""
+    return Path(shutil.copytree(made_shards, tmp_path / "shards", ignore=shutil.ignore_patterns(".lock")))
+
+
+@pytest.fixture(autouse=True)
+def restored():
+    """The in-process runs install their signal handlers and use one thread: put pytest's back afterwards."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    torch.set_num_threads(threads)
+
+
+def check(capsys, *flags):
+    """(exit status, {check: (ok or FAIL, its line)}, the last line) of preflight.py with these flags."""
+    status = preflight.main([*TINY, *map(str, flags)])
+    lines = capsys.readouterr().out.splitlines()
+    checks = {line.split()[0]: (line.split()[1], line.split(maxsplit=2)[2]) for line in lines[:-1]}
+    return status, checks, lines[-1]
+
+
+def checkpoint_bytes():
+    """What preflight expects TINY's checkpoint to take: float32 weights and AdamW's two moments."""
+    config = train_gpt2.GPTConfig(vocab_size=50304, n_layer=2, n_head=2, n_embd=32)
+    return 12 * sum(p.numel() for p in train_gpt2.GPT(config).parameters())
+
+
+def test_passes_a_good_setup(capsys, shards, tmp_path):
+    status, checks, verdict = check(capsys, "--data", shards, "--log-dir", tmp_path / "log")
+    assert status == 0 and verdict == "the run would start", checks
+    assert list(checks) == list(preflight.CHECKS) and all(ok == "ok" for ok, _ in checks.values())
+    tokens = sum(len(train_gpt2.load_shard(str(p))) for p in shards.glob("*_train_*.npy"))
+    assert checks["data"][1] == (
+        f"{shards} (5 shards match manifest.json): train {tokens:,} tokens, val 1,500; "
+        f"2 steps x 64 tokens = {2 * 64 / tokens:.2f} epochs"
+    )
+    assert checks["batch"][1].endswith("= 64 tokens per micro-step; 64 per step: grad accum 1")
+    assert checks["run"][1] == f"{tmp_path / 'log'}: a fresh run"
+    assert not (tmp_path / "log").exists()  # nothing written
+    assert f"1 x {checkpoint_bytes() / 1e9:.2f} GB of checkpoints" in checks["disk"][1]
+    assert checks["time"][1].endswith("2 steps take about 0.0 min, evaluation not counted")
+
+
+def test_refuses_an_unfinished_shard_folder_and_so_does_the_run(capsys, shards, tmp_path):
+    manifest = json.loads((shards / "manifest.json").read_text())
+    (shards / "manifest.json").write_text(json.dumps(manifest | {"complete": False}))  # as an interrupted run leaves it
+    status, checks, verdict = check(capsys, "--data", shards, "--log-dir", tmp_path / "log")
+    assert status == 1 and verdict == "2 of 7 checks failed: the run would not start"
+    assert checks["data"] == (
+        "FAIL",
+        f"{shards} is unfinished: rerun the fineweb.py command that made it, "
+        f"then check it with: python fineweb.py --verify --out {shards}",
+    )
+    assert checks["time"] == ("FAIL", "not measured: the data, batch and device checks must pass first")
+    assert train_gpt2.main([*TINY, "--data", str(shards), "--log-dir", str(tmp_path / "log")]) == 1
+    assert capsys.readouterr().err.strip() == f"train_gpt2.py: error: {checks['data'][1]}"
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda path: path.unlink(), "edufineweb_train_000002.npy missing"),
+        (lambda path: np.save(path, np.load(path)[:-1]), "edufineweb_train_000002.npy holds 1,499 tokens"),
+    ],
+)
+def test_the_run_refuses_shards_that_differ_from_the_manifest(capsys, shards, tmp_path, damage, problem):
+    damage(shards / "edufineweb_train_000002.npy")
+    assert train_gpt2.main([*TINY, "--data", str(shards), "--log-dir", str(tmp_path / "log")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert problem in error and error.endswith(f"run python fineweb.py --verify --out {shards}"), error
+
+
+def test_only_preflight_reads_every_byte(capsys, shards, tmp_path):
+    shard = shards / "edufineweb_train_000002.npy"
+    raw = bytearray(shard.read_bytes())
+    raw[-1] ^= 1  # one token changed: the size is right, the sha256 is not
+    shard.write_bytes(bytes(raw))
+    status, checks, _ = check(capsys, "--data", shards, "--log-dir", tmp_path / "log")
+    assert status == 1 and checks["data"] == (
+        "FAIL",
+        f"{shard}: sha256 differs: run python fineweb.py --verify --out {shards}",
+    )
+
+
+@pytest.mark.parametrize(
+    "flags, problem",
+    [
+        (["--max-lr", "1e-3"], "was trained with --max-lr 0.0006 (this run: 0.001): pass its settings to --resume it"),
+        (["--n-layer", "3"], "is a model with n_layer 2 (this run: 3): pass its sizes"),
+    ],
+)
+def test_refuses_a_contradicting_resume(capsys, tmp_path, flags, problem):
+    log_dir = tmp_path / "log"
+    assert train_gpt2.main([*TINY, "--data", "input.txt", "--log-dir", str(log_dir)]) == 0
+    assert abs((log_dir / "model_00002.pt").stat().st_size / checkpoint_bytes() - 1) < 0.02  # the disk check's size
+    status, checks, _ = check(capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume", *flags)
+    assert status == 1 and checks["run"] == ("FAIL", f"{log_dir / 'model_00002.pt'} {problem}"), checks
+    status, checks, _ = check(capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume")
+    assert status == 0 and checks["run"] == ("ok", f"{log_dir}: resumes {log_dir / 'model_00002.pt'} at step 2 of 2")
