@@ -118,7 +118,9 @@ def check_run(plan):
         state = "holds no checkpoint: the run starts at step 0" if args.resume else "a fresh run"
         return f"{args.log_dir}: {state}"
     run.check_config(plan.config)
-    plan.start_step = run.checkpoint["step"]
+    plan.start_step = min(run.checkpoint["step"], args.max_steps)
+    if finished := run.finished():
+        return f"{args.log_dir}: the run is done: {finished}; --resume only says so"
     return f"{args.log_dir}: resumes {run.checkpoint['path']} at step {plan.start_step:,} of {args.max_steps:,}"
 
 

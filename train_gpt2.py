@@ -462,6 +462,10 @@ def train(args):
     val_loader = DataLoaderLite(load_split(args.data, "val", min_tokens), B, T, rank, world_size)
     hella_examples = load_hellaswag(args) if args.hellaswag_every > 0 else None
     run = RunFolder(args, master_process, device)
+    if finished := run.finished():  # its last evaluation and samples are in its logs already: nothing to add
+        if master_process:
+            run.print(f"{run.dir}: the run is done: {finished}")
+        return
 
     # ---- the model
     torch.manual_seed(args.seed)
@@ -797,6 +801,12 @@ class RunFolder:
         ]
         if differ:
             raise UserError(f"{where} was trained with {', '.join(differ)}: pass its settings to --resume it")
+
+    def finished(self):
+        """Why --resume has nothing to do (the checkpoint it continues is at --max-steps, or past it), or None."""
+        if self.checkpoint and self.checkpoint["step"] >= self.args.max_steps:
+            return f"{self.checkpoint['path']} is step {self.checkpoint['step']}, --max-steps is {self.args.max_steps}"
+        return None
 
     def check_config(self, config):
         """Refuse to resume a checkpoint of another model's shape than the flags' (config)."""

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+import common
 import fineweb
 import preflight
 import train_gpt2
@@ -136,5 +137,36 @@ def test_refuses_a_contradicting_resume(capsys, tmp_path, flags, problem):
     assert abs((log_dir / "model_00002.pt").stat().st_size / checkpoint_bytes() - 1) < 0.02  # the disk check's size
     status, checks, _ = check(capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume", *flags)
     assert status == 1 and checks["run"] == ("FAIL", f"{log_dir / 'model_00002.pt'} {problem}"), checks
+    status, checks, _ = check(capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume", "--max-steps", 3)
+    assert status == 0 and checks["run"] == ("ok", f"{log_dir}: resumes {log_dir / 'model_00002.pt'} at step 2 of 3")
+
+
+def test_resume_of_a_finished_run_says_it_is_done(capsys, tmp_path):
+    log_dir = tmp_path / "log"
+    flags = [*TINY, "--data", "input.txt", "--log-dir", str(log_dir), "--val-every", "1", "--val-steps", "1"]
+    assert train_gpt2.main(flags) == 0
+    capsys.readouterr()
+    log = (log_dir / "log.txt").read_text()
+    assert train_gpt2.main([*flags, "--resume"]) == 0
+    done = f"{log_dir}: the run is done: {log_dir / 'model_00002.pt'} is step 2, --max-steps is 2"
+    assert capsys.readouterr().out == done + "\n"  # no validation again, no samples
+    assert (log_dir / "log.txt").read_text() == log  # the final validation is still there, once
+    assert (log_dir / "console.txt").read_text().splitlines()[-1].endswith(done)
     status, checks, _ = check(capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume")
-    assert status == 0 and checks["run"] == ("ok", f"{log_dir}: resumes {log_dir / 'model_00002.pt'} at step 2 of 2")
+    assert status == 0 and checks["run"] == ("ok", f"{done}; --resume only says so")
+
+
+def test_hellaswag_offline_names_the_flag_for_a_local_file(capsys, tmp_path, monkeypatch):
+    def offline():
+        raise common.UserError("could not download https://example/hellaswag_val.jsonl: no network")
+
+    monkeypatch.setattr(train_gpt2.hellaswag_scoring, "download", offline)
+    flags = ["--data", "input.txt", "--log-dir", tmp_path / "log", "--hellaswag-every", 1]
+    status, checks, _ = check(capsys, *flags)
+    message = (
+        "HellaSwag: could not download https://example/hellaswag_val.jsonl: no network "
+        "(or pass --hellaswag-data FILE, or turn it off with --hellaswag-every 0)"
+    )
+    assert status == 1 and checks["hellaswag"] == ("FAIL", message)
+    assert train_gpt2.main([*TINY, *map(str, flags)]) == 1
+    assert capsys.readouterr().err == f"train_gpt2.py: error: {message}\n"
