@@ -111,6 +111,8 @@ def compiler_missing():
 
 def check_run(plan):
     args = plan.args
+    if args.tensorboard:
+        train_gpt2.summary_writer()  # the optional package is installed
     if os.path.isdir(args.log_dir):  # a run going on in it holds its lock
         lock_folder(args.log_dir).close()
     run = RunFolder(args, master_process=False, device=None)  # the run's checks, without taking the folder

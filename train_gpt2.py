@@ -756,6 +756,7 @@ class RunFolder:
         if self.checkpoint:
             self._check_same_run(log_id)
         self.run_id = self.checkpoint["run_id"] if self.checkpoint else log_id or uuid.uuid4().hex[:12]
+        self.tensorboard = None
         if dist.is_initialized():
             dist.barrier()  # all ranks have looked before the master writes anything
         if master_process:  # checked, so now the folder is ours: a second writer is refused until we exit
@@ -763,6 +764,9 @@ class RunFolder:
             self.lock = lock_folder(self.dir)
             if args.resume and not self.checkpoint:
                 print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
+            if args.tensorboard:  # a resumed run hides what the interrupted one logged after its checkpoint
+                purge_step = (self.checkpoint["step"] if self.checkpoint else 0) if args.resume else None
+                self.tensorboard = summary_writer()(os.path.join(self.dir, "tensorboard"), purge_step=purge_step)
 
     def _check_shared(self, device):
         """Every rank must see the folder that rank 0 writes: on several machines, a filesystem they all share.
@@ -839,6 +843,9 @@ class RunFolder:
     def log(self, step, kind, value):
         with open(self.log_file, "a") as f:
             f.write(f"{step} {kind} {value}\n")
+        if self.tensorboard:  # a copy for live curves: log.txt stays the record that --resume and plot_log.py read
+            self.tensorboard.add_scalar(TENSORBOARD_TAGS[kind], float(value), step)
+            self.tensorboard.flush()
 
     def save_checkpoint(self, step, model, optimizer, loader):
         state = {
@@ -852,6 +859,18 @@ class RunFolder:
             "run_id": self.run_id,
         }
         write_atomically(os.path.join(self.dir, f"model_{step:05d}.pt"), lambda f: torch.save(state, f))
+
+
+TENSORBOARD_TAGS = {"train": "loss/train", "val": "loss/val", "hella": "hellaswag/acc_norm"}  # log.txt's kinds
+
+
+def summary_writer():
+    """TensorBoard's SummaryWriter class, where the optional tensorboard package is installed."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # optional dependency: pip install 'build-gpt2[tensorboard]'
+    except ImportError:
+        raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+    return SummaryWriter
 
 
 CKPT = re.compile(r"model_(\d+)\.pt$")  # what save_checkpoint names a checkpoint
@@ -1089,6 +1108,11 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--seed", type=random_seed, default=1337)
     p.add_argument("--log-dir", default="log")
+    p.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write log.txt's metrics as TensorBoard event files, in --log-dir/tensorboard",
+    )
     p.add_argument(
         "--resume",
         nargs="?",
