@@ -26,6 +26,9 @@ SERIES_FILES = (
     "hellaswag.py",
     "fineweb.py",
     "plot_log.py",
+    "preflight.py",
+    "sample.py",
+    "export_hf.py",
     "input.txt",
 )
 
