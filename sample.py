@@ -1,11 +1,11 @@
 """
 Sample text from a trained GPT-2: one of our checkpoints, or OpenAI's weights.
 
-    python sample.py log/model_19073.pt --prompt "Hello, I'm a language model," --num 4 --length 32 --seed 42
+    python sample.py log/model_19073.pt --prompt "Hello, I'm a language model," --num 4 --length 32 --top-k 50 --seed 42
     python sample.py gpt2 --prompt "The meaning of life is"      # OpenAI's 124M (pip install -e ".[hf]")
 
-The text comes from train_gpt2.py's own sample(): with the training run's prompt, --num 4, --length 32 and seed 42
-(the defaults) it prints what the run printed at the checkpoint's step, on the same device.
+The text comes from train_gpt2.py's own sample(): with the training run's prompt, --num 4, --length 32, --top-k 50
+and seed 42 (the defaults) it prints what the run printed at the checkpoint's step, on the same device.
 """
 
 import os
@@ -44,22 +44,26 @@ def run(args):
         raise UserError(f"the prompt is {prompt_tokens} tokens, the model reads at most {model.config.block_size}")
     if prompt_tokens >= args.length:
         raise UserError(f"the prompt is already {prompt_tokens} tokens: --length must be more to sample any")
+    if args.top_k > model.config.vocab_size:
+        raise UserError(f"--top-k {args.top_k}: the model has only {model.config.vocab_size} tokens to choose among")
 
     def autocast():  # as in training: bfloat16 on a CUDA GPU, full float32 elsewhere
         return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=device.startswith("cuda"))
 
-    for i, text in enumerate(sample(model, args.prompt, args.num, args.length, device, args.seed, autocast)):
+    texts = sample(model, args.prompt, args.num, args.length, device, args.seed, autocast, args.top_k)
+    for i, text in enumerate(texts):
         print(f"sample {i}: {text!r}")
 
 
 def parse_args(argv=None):
-    p = ArgumentParser(description="Sample text from a GPT-2 (top-50 sampling, as in training).")
+    p = ArgumentParser(description="Sample text from a GPT-2.")
     p.add_argument(
         "model", help="a checkpoint from train_gpt2.py (log/model_19073.pt), gpt2 ... gpt2-xl, or a transformers folder"
     )
     p.add_argument("--prompt", default="Hello, I'm a language model,", help="the text every sample continues")
     p.add_argument("--num", type=count, default=4, help="how many samples")
     p.add_argument("--length", type=count, default=32, help="tokens per sample, the prompt's included")
+    p.add_argument("--top-k", type=count, default=50, help="sample among the k likeliest tokens (training uses 50)")
     p.add_argument("--seed", type=random_seed, default=42, help="the same seed gives the same samples on one device")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     return p.parse_args(argv)

@@ -402,13 +402,13 @@ def val_loss(model, loader, steps, device, autocast):
     return loss
 
 
-def sample(model, prompt, num_samples, max_length, device, seed, autocast):
+def sample(model, prompt, num_samples, max_length, device, seed, autocast, top_k=50):
     enc = tiktoken.get_encoding("gpt2")
     idx = torch.tensor(enc.encode(prompt), dtype=torch.long, device=device).repeat(num_samples, 1)  # (n, T)
     generator = torch.Generator(device=device).manual_seed(seed)  # its own generator: training's RNG is untouched
     model.eval()
     with autocast():
-        out = model.generate(idx, max_length - idx.size(1), generator=generator)
+        out = model.generate(idx, max_length - idx.size(1), top_k=top_k, generator=generator)
     model.train()
     # the padded vocabulary's extra ids (50257..50303) are no tokens; an untrained model may still sample them
     return [enc.decode([t for t in row.tolist() if t < enc.n_vocab]) for row in out]

@@ -58,6 +58,16 @@ def test_sample_is_seeded(capsys, trained):
     assert first != other
 
 
+def test_sample_top_k(capsys, trained):
+    """--top-k 1 is greedy decoding: every sample and every seed give the one most likely continuation."""
+    checkpoint, _ = trained
+    argv = (checkpoint, "--prompt", "To be", "--num", 2, "--length", 12, "--device", "cpu", "--top-k")
+    greedy = [run_sample(capsys, *argv, 1, "--seed", seed)[1] for seed in (7, 8)]
+    texts = {line.split(": ", 1)[1] for lines in greedy for line in lines}
+    assert len(texts) == 1
+    assert run_sample(capsys, *argv, 50, "--seed", 7)[1] != greedy[0]  # the default samples among 50
+
+
 @pytest.mark.parametrize(
     "argv, words",
     [
@@ -67,6 +77,7 @@ def test_sample_is_seeded(capsys, trained):
         (["CHECKPOINT", "--prompt", "the end<|endoftext|>"], ["--prompt:", "<|endoftext|>"]),
         (["CHECKPOINT", "--length", 3], ["the prompt is already 8 tokens", "--length"]),
         (["CHECKPOINT", "--num", 0], ["--num", "at least 1"]),
+        (["CHECKPOINT", "--top-k", 60000], ["--top-k 60000", "only 50304 tokens"]),
     ],
 )
 def test_sample_bad_input_is_one_line(capsys, trained, monkeypatch, argv, words):
