@@ -187,8 +187,8 @@ def timed_step(model, optimizer, loader, grad_accum_steps, device, autocast):
     optimizer.zero_grad(set_to_none=True)
     for _ in range(grad_accum_steps):
         x, y = loader.next_batch()
-        with autocast:
-            _, loss = model(x.to(device), y.to(device))
+        with autocast:  # only the loss, as in the run: kept logits would inflate the memory figure
+            loss = model(train_gpt2.to_device(x, device), train_gpt2.to_device(y, device))[1]
         (loss / grad_accum_steps).backward()
     optimizer.step()
     if device.startswith("cuda"):
