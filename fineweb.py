@@ -45,9 +45,13 @@ BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "t
 # FineWeb-Edu documents average ~1,000 tokens, so a task of 256 is ~250k tokens for a worker: long enough that the
 # parent's cost per task (one round trip, one copy of the tokens) is noise, short enough to keep every core busy
 DOCS_PER_TASK = 256
-# a shard is filled in memory while the one before it is saved: 2**31 uint16 tokens is 4 GiB a buffer, 8 GiB for two,
+# a shard is filled in memory while the ones before it are saved: 2**31 uint16 tokens is 4 GiB a buffer, 8 GiB for two,
 # already more than many machines have. The bound turns a typo (1e12: a MemoryError in np.empty) into a one-line error
 MAX_SHARD_SIZE = 2**31
+# one thread saving shards (write, fsync, sha256) took in ~290 M tokens/s with the disk out of the way (a tmpfs; the
+# parent way of benchmarks/bench_fineweb.py), the output of ~75 workers at ~3.8 M tokens/s each: a thread for each 32
+# workers leaves room for slower disks, at the price of one more shard in memory for each thread
+WORKERS_PER_SAVE = 32
 
 # ---- tokenizer
 
@@ -169,17 +173,21 @@ def reason(error):
 
 def load_corpus(args):
     """The corpus as a datasets.Dataset: Arrow files memory-mapped from disk, so a worker can read any rows by index
-    (the parent never touches the text) and a resumed run seeks straight to its document."""
+    (the parent never touches the text) and a resumed run seeks straight to its document. The first run downloads
+    the files and converts them to Arrow, both a file per process on --workers processes (sample-10BT: 14 files of
+    parquet, ~30 GB); datasets reads a file with one process at most, so more processes than files would only idle."""
     if args.files:
         builder = builder_for(args.files)
         options = {"sample_by": args.sample_by} if builder == "text" else {}
         source = dict(path=builder, data_files=[str(f) for f in args.files], split="train", **options)
+        processes = min(args.workers, len(args.files))
     else:
         source = dict(path=args.dataset, name=args.name, split=args.split)
+        processes = args.workers  # datasets lowers it to the number of files, and says so
     # the json builder logs the error it is about to raise: the user would read it twice, once as a long line
     logging.getLogger("datasets.packaged_modules.json.json").setLevel(logging.CRITICAL)
     try:
-        corpus = load_dataset(**source)
+        corpus = load_dataset(**source, num_proc=processes)
     except Exception as e:  # datasets reports bad input with many exception types; the user needs the reason
         raise bad_input(args, f"cannot read {describe(args)}: {reason(e)}") from None
     if len(corpus) == 0:
@@ -460,26 +468,29 @@ def save_file(path, write):
         raise
 
 
-def save_shard(out, manifest, tokens, entry):
-    """The shard first, then the manifest entry that makes it count: a crash in between only costs a rewrite."""
+def save_shard(out, manifest, tokens, entry, previous):
+    """The shard first, then the manifest entry that makes it count: a crash in between only costs a rewrite. Shards
+    are saved side by side, but entries are added in order: after `previous`, the save of the shard before."""
     path = out / entry["file"]
     save_file(path, lambda f: np.save(f, tokens))
     # encode_ordinary never emits EOT, so each EOT in a shard is one document starting there
     entry.update(documents=int(np.count_nonzero(tokens == EOT)), sha256=sha256_file(path))
+    if previous:
+        previous.result()  # raises what that save raised (a full disk, say): no entry may follow a missing one
     manifest["shards"].append(entry)
     write_manifest(out, manifest)
 
 
 class ShardBuffer:
-    """The shard being filled. A full one goes to the writer thread, and filling goes on in a fresh buffer."""
+    """The shard being filled. A full one goes to a writer thread, and filling goes on in a fresh buffer."""
 
-    def __init__(self, out, manifest, writer):
-        self.out, self.manifest, self.writer = out, manifest, writer
+    def __init__(self, out, manifest, writer, saves):
+        self.out, self.manifest, self.writer, self.saves = out, manifest, writer, saves
         self.settings = manifest["settings"]
         self.index = len(manifest["shards"])
         self.tokens = np.empty(self.settings["shard_size"], dtype=np.uint16)
         self.fill = 0
-        self.saving = None  # the previous shard's save, maybe still running
+        self.saving = deque()  # the saves of the shards before, oldest first, some maybe still running
 
     def take(self, tokens):
         n = min(len(tokens), len(self.tokens) - self.fill)
@@ -492,20 +503,26 @@ class ShardBuffer:
 
     def save(self, resume_at):
         """Save the shard; `resume_at` is the corpus position right after its last token, where a rerun starts."""
-        self.wait()  # one shard saving at a time, so memory holds two shards at most
+        while len(self.saving) >= self.saves:  # memory holds `saves` shards saving and this one at most
+            self.saving.popleft().result()
         split = "val" if self.index < self.settings["val_shards"] else "train"
         entry = {
             "file": f"{self.settings['prefix']}_{split}_{self.index:06d}.npy",
             "tokens": self.fill,
             "resume_at": {"document": resume_at[0], "token": resume_at[1]},
         }
-        self.saving = self.writer.submit(save_shard, self.out, self.manifest, self.tokens[: self.fill], entry)
+        if self.index == 0:  # the manifest first: shards saved side by side may put a later one on disk before it
+            write_manifest(self.out, self.manifest)
+        previous = self.saving[-1] if self.saving else None  # none left: every shard before is in the manifest
+        self.saving.append(
+            self.writer.submit(save_shard, self.out, self.manifest, self.tokens[: self.fill], entry, previous)
+        )
         self.index += 1
         self.tokens, self.fill = np.empty_like(self.tokens), 0
 
     def wait(self):
-        if self.saving:
-            self.saving.result()  # raises here what the save raised there (a full disk, say)
+        while self.saving:
+            self.saving.popleft().result()  # raises here what the save raised there (a full disk, say)
 
 
 # ---- the run
@@ -538,6 +555,11 @@ def open_manifest(out, settings, source):
     return manifest
 
 
+def shards_saving(workers):
+    """How many shards may be saving at once: one writer thread for each WORKERS_PER_SAVE workers."""
+    return -(-workers // WORKERS_PER_SAVE)
+
+
 def write_shards(args, corpus, manifest):
     """Tokenize the corpus from where the manifest's last shard ended; return how many documents were read."""
     done = manifest["shards"]
@@ -545,13 +567,14 @@ def write_shards(args, corpus, manifest):
     written = sum(shard["tokens"] for shard in done)
     tokens_left = (args.limit_tokens or sys.maxsize) - written
     end = (min(len(corpus), args.limit_docs or len(corpus)), 0)  # where reading stops, unless --limit-tokens is first
+    saves = shards_saving(args.workers)
     with (
         ProcessPoolExecutor(args.workers, initializer=init_worker, initargs=(corpus,)) as pool,
-        ThreadPoolExecutor(max_workers=1) as writer,
+        ThreadPoolExecutor(max_workers=saves) as writer,
         tqdm(total=end[0], initial=document, unit="doc", desc="documents") as docs_bar,
         tqdm(total=args.limit_tokens, initial=written, unit="tok", unit_scale=True, desc="tokens") as tokens_bar,
     ):
-        shard = ShardBuffer(args.out, manifest, writer)
+        shard = ShardBuffer(args.out, manifest, writer, saves)
         for start, tokens, ends in tokenized_batches(pool, document, end[0], in_flight=2 * args.workers):
             begin, skip = skip, 0  # a resumed run drops what its first document already put in the last shard
             pos = begin
@@ -685,7 +708,8 @@ def main(argv=None):
         )
     except MemoryError:
         print(
-            "fineweb.py: error: out of memory: try a smaller --shard-size (two shards are held in memory at once)",
+            f"fineweb.py: error: out of memory: try a smaller --shard-size ({shards_saving(args.workers) + 1} shards "
+            "are held in memory at once)",
             file=sys.stderr,
         )
     except KeyboardInterrupt as e:  # the with-blocks on the way out saved the shard in hand and stopped the workers

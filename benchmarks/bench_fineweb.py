@@ -5,6 +5,9 @@ Tokenizing throughput and peak memory, side by side on the same cores and corpus
   lecture      the GPT-2 reproduction lecture's loop: a process pool encoding one document per task (imap,
                chunksize 16), each turned into a numpy array, shards saved in the loop
   limit        what the cores could do at best: cores x tiktoken's single-process encode_ordinary throughput
+  parent       fineweb.py's parent alone: its workers hand back batches tokenized before the clock started, so
+               tokens/s is the most the parent can take in (receive, copy into shards, save, hash) however many
+               cores tokenize for it
 
     python benchmarks/bench_fineweb.py                  # 200 MB corpus, all cores, best of 3 rounds
     python benchmarks/bench_fineweb.py --megabytes 50 --rounds 1
@@ -13,7 +16,8 @@ Each way runs in its own process; tokens/s comes from that process's clock (from
 on disk, interpreter start-up excluded), tokens per CPU-second from the CPU time of the process and its workers (less
 sensitive to other load on the machine than tokens/s), peak memory is the largest sum of anonymous PSS over the process
 and its workers (what they allocate, not the page cache of the memory-mapped corpus; sampled every 50 ms; Linux only).
-The best of several rounds is shown: other load on the machine can only slow a round down.
+"Per core" is fineweb.py's tokens per CPU-second of its workers alone: what each core of a bigger machine adds, as
+long as the parent keeps up. The best of several rounds is shown: other load on the machine can only slow a round down.
 """
 
 import argparse
@@ -25,6 +29,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -75,23 +80,54 @@ def make_corpus(path: Path, megabytes: float, seed: int = 0) -> None:
 # ---- the three ways, each run in a child process: `bench_fineweb.py --way NAME ...` prints its figures
 
 
-def cpu_seconds() -> float:
-    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime  # children: the workers, once joined
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def thread_cpu_seconds() -> dict[int, float]:
+    """The CPU time of each thread of this process so far, by thread id (Linux; elsewhere none)."""
+    seconds = {}
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()  # the fields after the command's name
+        except OSError:  # the thread ended while we looked
+            continue
+        seconds[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return seconds
 
 
 class Clock:
+    """Wall time, the CPU time of this process (every thread) and of its children (the workers, once joined), and
+    that of this process's busiest thread: sampled every 20 ms, since a thread's own figure goes when it ends."""
+
     def __enter__(self):
-        self.seconds, self.cpu_seconds = -time.perf_counter(), -cpu_seconds()
+        self.seconds = -time.perf_counter()
+        self.parent_cpu, self.workers_cpu = -cpu_seconds(resource.RUSAGE_SELF), -cpu_seconds(resource.RUSAGE_CHILDREN)
+        self._before, self._threads, self._done = thread_cpu_seconds(), {}, threading.Event()
+        self._sampler = threading.Thread(target=self._sample)
+        self._sampler.start()
         return self
+
+    def _sample(self):
+        while not self._done.wait(0.02):
+            self._threads |= thread_cpu_seconds()
 
     def __exit__(self, *exc):
         self.seconds += time.perf_counter()
-        self.cpu_seconds += cpu_seconds()
+        self.parent_cpu += cpu_seconds(resource.RUSAGE_SELF)
+        self.workers_cpu += cpu_seconds(resource.RUSAGE_CHILDREN)
+        self._done.set()
+        self._sampler.join()
+        self.busiest_thread_cpu = max(
+            (cpu - self._before.get(tid, 0.0) for tid, cpu in self._threads.items() if tid != self._sampler.native_id),
+            default=None,
+        )
 
 
 def ours(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, Clock]:
     argv = ["--files", str(corpus), "--out", str(out), "--shard-size", str(shard_size), "--workers", str(workers)]
+    argv += ["--prefix", "edufineweb"]  # the lecture's names, so that the shards can be compared file by file
     with Clock() as clock:
         assert fineweb.main(argv) == 0
     return json.loads((out / "manifest.json").read_text())["tokens"], clock
@@ -113,11 +149,41 @@ def limit(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, 
     return tokens, clock
 
 
+BATCHES = []  # the parent way's batches, (tokens, document ends), tokenized before its clock starts
+
+
+def pretokenized(start: int, stop: int) -> tuple:
+    """fineweb.tokenize_rows for the parent way: batch after batch of the corpus, over and over."""
+    return BATCHES[start // fineweb.DOCS_PER_TASK % len(BATCHES)]
+
+
+NODE_CORES = 192  # a big node (2 x 96 cores): the parent way saves as many shards at once as fineweb.py would there
+
+
+def parent(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, Clock]:
+    """fineweb.py on a corpus of empty documents (enough for --parent-tokens), its forked workers answering each task
+    with one of the real corpus's batches: as if tokenizing took no time at all."""
+    fineweb.corpus_rows = load_dataset("json", data_files=[str(corpus)], split="train").select_columns(["text"])
+    n = len(fineweb.corpus_rows) // fineweb.DOCS_PER_TASK * fineweb.DOCS_PER_TASK  # whole batches only
+    BATCHES.extend(
+        fineweb.tokenize_rows(start, start + fineweb.DOCS_PER_TASK) for start in range(0, n, fineweb.DOCS_PER_TASK)
+    )
+    fineweb.tokenize_rows = pretokenized  # write_shards submits this to the workers, which inherit BATCHES
+    saves = fineweb.shards_saving(NODE_CORES)
+    fineweb.shards_saving = lambda workers: saves
+    return ours(empty_corpus(corpus), out, workers, shard_size)
+
+
+def empty_corpus(corpus: Path) -> Path:
+    return corpus.with_name("empty.jsonl")
+
+
 def run_way(args: argparse.Namespace) -> None:
-    tokens, clock = {"ours": ours, "lecture": lecture, "limit": limit}[args.way](
+    tokens, clock = {"ours": ours, "lecture": lecture, "limit": limit, "parent": parent}[args.way](
         args.corpus, args.out, args.workers, args.shard_size
     )
-    print(json.dumps({"tokens": tokens, "seconds": clock.seconds, "cpu_seconds": clock.cpu_seconds}))
+    figures = ["seconds", "parent_cpu", "workers_cpu", "busiest_thread_cpu"]
+    print(json.dumps({"tokens": tokens} | {name: getattr(clock, name) for name in figures}))
 
 
 # ---- measuring
@@ -169,7 +235,10 @@ def measure(way: str, corpus: Path, out: Path, workers: int, shard_size: int, en
     result = json.loads(child.stdout.read().splitlines()[-1])
     return {
         "tokens/s": result["tokens"] / result["seconds"],
-        "tokens/CPU-s": result["tokens"] / result["cpu_seconds"],
+        "tokens/CPU-s": result["tokens"] / (result["parent_cpu"] + result["workers_cpu"]),
+        "tokens/worker-CPU-s": result["tokens"] / result["workers_cpu"] if result["workers_cpu"] else None,
+        "parent CPU-s": result["parent_cpu"],
+        "busiest thread CPU-s": result["busiest_thread_cpu"],
         "peak MB": peak or None,
         "tokens": result["tokens"],
     }
@@ -192,7 +261,13 @@ def compare(args: argparse.Namespace) -> None:
         load_dataset("json", data_files=[str(corpus)], split="train", cache_dir=str(tmp / "hf_cache"))
         best: dict[str, dict] = {}
         for round_ in range(args.rounds):
-            for way in ["limit", "ours", "lecture"]:
+            for way in ["limit", "ours", "lecture", "parent"]:
+                if way == "parent" and round_ == 0:  # as many empty documents as make --parent-tokens
+                    documents = (
+                        int(args.parent_tokens) * len(corpus.read_text().splitlines()) // best["limit"]["tokens"]
+                    )
+                    empty_corpus(corpus).write_text('{"text": ""}\n' * max(documents, 1))
+                    load_dataset("json", data_files=[str(empty_corpus(corpus))], cache_dir=str(tmp / "hf_cache"))
                 out = tmp / f"{way}_{round_}"
                 result = measure(way, corpus, out, args.workers, args.shard_size, env)
                 if way not in best or result["tokens/s"] > best[way]["tokens/s"]:
@@ -221,8 +296,23 @@ def compare(args: argparse.Namespace) -> None:
         )
     print(
         f"fineweb.py / lecture: {best['ours']['tokens/s'] / best['lecture']['tokens/s']:.2f}x; "
-        f"per core: {best['ours']['tokens/s'] / args.workers / 1e6:.2f} M tokens/s; "
         f"shards byte-identical to the lecture's: {'yes' if identical else 'NO'}"
+    )
+    ours_, parent_ = best["ours"], best["parent"]
+    per_core = ours_["tokens/worker-CPU-s"]
+    print(
+        f"per core: {per_core / 1e6:.2f} M tokens per worker CPU-second; the parent spent "
+        f"{ours_['parent CPU-s'] / ours_['tokens'] * 1e9:.1f} CPU-s per billion tokens"
+    )
+    cap = parent_["tokens"] / parent_["busiest thread CPU-s"]
+    print(
+        f"parent alone (workers answering at once, {parent_['tokens']:,} tokens): {parent_['tokens/s'] / 1e6:.0f} M "
+        f"tokens/s here; its busiest thread took {parent_['busiest thread CPU-s'] / parent_['tokens'] * 1e9:.2f} "
+        f"CPU-s per billion tokens"
+    )
+    print(
+        f"parent's cap, with a core for each of its threads: {cap / 1e6:.0f} M tokens/s = the output of "
+        f"{cap / per_core:.0f} cores at the rate per core"
     )
 
 
@@ -232,7 +322,10 @@ if __name__ == "__main__":
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--shard-size", type=int, default=10**7)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--way", choices=["ours", "lecture", "limit"], help=argparse.SUPPRESS)  # one child's run
+    parser.add_argument("--parent-tokens", type=float, default=2e9, help="tokens the parent way takes in")
+    parser.add_argument(
+        "--way", choices=["ours", "lecture", "limit", "parent"], help=argparse.SUPPRESS
+    )  # one child's run
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     cli = parser.parse_args()

@@ -176,6 +176,75 @@ def test_parquet_with_another_text_field(tmp_path):
     assert np.array_equal(token_stream(out), eot_joined(DOCS))
 
 
+@pytest.mark.parametrize("source", ["--dataset", "--files"])
+def test_a_corpus_of_several_files_is_converted_by_a_process_each(tmp_path, source):
+    # as FineWeb-Edu's 14 parquet files are downloaded and converted to Arrow: one process a file, the order kept.
+    # In a process of its own, as the command runs: datasets forks its processes, and a fork of this test process,
+    # with the threads earlier tests left in it, can deadlock
+    dataset = tmp_path / "my_dataset"  # a dataset folder is loaded as a Hub dataset is: load_dataset(path)
+    dataset.mkdir()
+    parts = [
+        write_jsonl(dataset / f"train-{i:05d}-of-00002.jsonl", docs) for i, docs in enumerate([DOCS[:25], DOCS[25:]])
+    ]
+    out, cache = tmp_path / "out", Path(datasets.config.HF_DATASETS_CACHE)
+    before = set(cache.rglob("*-of-00002.arrow"))
+    argv = [
+        source,
+        *([dataset] if source == "--dataset" else parts),
+        "--out",
+        out,
+        "--shard-size",
+        1000,
+        "--workers",
+        2,
+    ]
+    subprocess.run([sys.executable, ROOT / "fineweb.py", *map(str, argv)], capture_output=True, check=True, timeout=120)
+    assert np.array_equal(token_stream(out), eot_joined(DOCS))
+    # datasets wrote one Arrow file per process (a single one, *-train.arrow, when it converts in one process)
+    assert len(set(cache.rglob("*-of-00002.arrow")) - before) == 2
+
+
+def slow_first_shard(monkeypatch, then):
+    """Two workers get two writer threads, and the first shard takes longest to save: the next one is saved
+    meanwhile. `then(path)` ends the first shard's save: the real save, or a failure."""
+    monkeypatch.setattr(fineweb, "WORKERS_PER_SAVE", 1)
+    save_file, saved = fineweb.save_file, []
+
+    def slow(path, write):
+        if path.name.endswith("_000000.npy"):
+            time.sleep(0.5)
+            then(path)
+        save_file(path, write)
+        saved.append(path.name)
+
+    monkeypatch.setattr(fineweb, "save_file", slow)
+    return saved
+
+
+def test_shards_saved_side_by_side_enter_the_manifest_in_order(tmp_path, monkeypatch):
+    saved = slow_first_shard(monkeypatch, then=lambda path: None)
+    out = tmp_path / "out"
+    assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", out, "--shard-size", 1000) == 0
+    assert saved.index("edufineweb_train_000001.npy") < saved.index("edufineweb_val_000000.npy")  # side by side
+    assert [entry["file"] for entry in manifest(out)["shards"]] == [p.name for p in shard_files(out)]
+    assert np.array_equal(token_stream(out), eot_joined(DOCS))
+
+
+def test_a_failed_save_keeps_the_shards_after_it_out_of_the_manifest(tmp_path, capsys, monkeypatch, quiet_datasets):
+    def full_disk(path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    slow_first_shard(monkeypatch, then=full_disk)
+    files, out = write_jsonl(tmp_path / "docs.jsonl", DOCS), tmp_path / "out"
+    assert run("--files", files, "--out", out, "--shard-size", 1000) == 1
+    assert one_error_line(capsys.readouterr().err).endswith(f"edufineweb_val_000000.npy: {os.strerror(errno.ENOSPC)}")
+    assert (out / "edufineweb_train_000001.npy").exists()  # saved, but not listed: no entry follows a missing one
+    assert manifest(out)["shards"] == []
+    monkeypatch.undo()
+    assert run("--files", files, "--out", out, "--shard-size", 1000) == 0  # the manifest, written first, owns it
+    assert np.array_equal(token_stream(out), eot_joined(DOCS))
+
+
 def test_the_lectures_loader_reads_the_shards(tmp_path):
     # the reproduction lecture's loader: files whose name holds the split, sorted, each loaded with np.load
     out = tmp_path / "out"
@@ -668,7 +737,7 @@ def failing_on(call, error, original):
     "target, call, error, file",
     [
         ("np.save", 3, errno.ENOSPC, "edufineweb_train_000002.npy"),  # a full disk while a shard is written
-        ("os.fsync", 4, errno.EROFS, "manifest.json"),  # remounted read-only: the 2nd manifest write, after 2 shards
+        ("os.fsync", 5, errno.EROFS, "manifest.json"),  # remounted read-only: the manifest's 3rd write, after 2 shards
     ],
 )
 def test_a_disk_that_refuses_a_write_is_one_line_and_the_rerun_resumes(
