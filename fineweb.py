@@ -173,21 +173,18 @@ def reason(error):
 
 def load_corpus(args):
     """The corpus as a datasets.Dataset: Arrow files memory-mapped from disk, so a worker can read any rows by index
-    (the parent never touches the text) and a resumed run seeks straight to its document. The first run downloads
-    the files and converts them to Arrow, both a file per process on --workers processes (sample-10BT: 14 files of
-    parquet, ~30 GB); datasets reads a file with one process at most, so more processes than files would only idle."""
+    (the parent never touches the text) and a resumed run seeks straight to its document. Not num_proc=N: the
+    processes datasets 5.2 forks for it hung (a child stuck in a futex, its parent waiting) in one of our runs."""
     if args.files:
         builder = builder_for(args.files)
         options = {"sample_by": args.sample_by} if builder == "text" else {}
         source = dict(path=builder, data_files=[str(f) for f in args.files], split="train", **options)
-        processes = min(args.workers, len(args.files))
     else:
         source = dict(path=args.dataset, name=args.name, split=args.split)
-        processes = args.workers  # datasets lowers it to the number of files, and says so
     # the json builder logs the error it is about to raise: the user would read it twice, once as a long line
     logging.getLogger("datasets.packaged_modules.json.json").setLevel(logging.CRITICAL)
     try:
-        corpus = load_dataset(**source, num_proc=processes)
+        corpus = load_dataset(**source)
     except Exception as e:  # datasets reports bad input with many exception types; the user needs the reason
         raise bad_input(args, f"cannot read {describe(args)}: {reason(e)}") from None
     if len(corpus) == 0:

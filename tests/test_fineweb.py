@@ -176,34 +176,6 @@ def test_parquet_with_another_text_field(tmp_path):
     assert np.array_equal(token_stream(out), eot_joined(DOCS))
 
 
-@pytest.mark.parametrize("source", ["--dataset", "--files"])
-def test_a_corpus_of_several_files_is_converted_by_a_process_each(tmp_path, source):
-    # as FineWeb-Edu's 14 parquet files are downloaded and converted to Arrow: one process a file, the order kept.
-    # In a process of its own, as the command runs: datasets forks its processes, and a fork of this test process,
-    # with the threads earlier tests left in it, can deadlock
-    dataset = tmp_path / "my_dataset"  # a dataset folder is loaded as a Hub dataset is: load_dataset(path)
-    dataset.mkdir()
-    parts = [
-        write_jsonl(dataset / f"train-{i:05d}-of-00002.jsonl", docs) for i, docs in enumerate([DOCS[:25], DOCS[25:]])
-    ]
-    out, cache = tmp_path / "out", Path(datasets.config.HF_DATASETS_CACHE)
-    before = set(cache.rglob("*-of-00002.arrow"))
-    argv = [
-        source,
-        *([dataset] if source == "--dataset" else parts),
-        "--out",
-        out,
-        "--shard-size",
-        1000,
-        "--workers",
-        2,
-    ]
-    subprocess.run([sys.executable, ROOT / "fineweb.py", *map(str, argv)], capture_output=True, check=True, timeout=120)
-    assert np.array_equal(token_stream(out), eot_joined(DOCS))
-    # datasets wrote one Arrow file per process (a single one, *-train.arrow, when it converts in one process)
-    assert len(set(cache.rglob("*-of-00002.arrow")) - before) == 2
-
-
 def slow_first_shard(monkeypatch, then):
     """Two workers get two writer threads, and the first shard takes longest to save: the next one is saved
     meanwhile. `then(path)` ends the first shard's save: the real save, or a failure."""
