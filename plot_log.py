@@ -18,7 +18,7 @@ from train_gpt2 import positive_float, read_log
 GPT2_124M_VAL_LOSS = 3.2924
 GPT2_124M_HELLASWAG = 0.2955
 GPT3_124M_HELLASWAG = 0.337
-# the loss axis leaves out the first tenth of the run: the fall from ~10.9 would squash the tenths of a nat that
+# the loss axis leaves out the first tenth of the run: the fall from ~10.8 would squash the tenths of a nat that
 # separate a finished run from the bar to a sliver at the bottom
 ZOOM_FROM = 0.1
 
