@@ -8,7 +8,8 @@ Tokenize a text corpus with GPT-2's tokenizer into uint16 .npy shards, ready for
 Every document is preceded by <|endoftext|> (50256) and the token stream is cut into shards of exactly --shard-size
 tokens (the last one shorter), so a document may straddle two shards. The first shard is validation
 (edufineweb_val_000000.npy), the rest are train (edufineweb_train_000001.npy, ...): token for token the layout of the
-GPT-2 reproduction lecture's fineweb.py, so its loader and ours read the same files.
+GPT-2 reproduction lecture's fineweb.py, so its loader and ours read the same files. Shards of another source are
+named after it: input_val_000000.npy from --files input.txt.
 A manifest.json beside the shards records the settings, a fingerprint of the source, and each shard's size, document
 count and sha256. A run that was interrupted (Ctrl-C, SIGTERM, kill -9, a full disk) picks up after its last complete
 shard and writes the same bytes an uninterrupted run would have; a source that changed since is refused, not mixed in.
@@ -22,6 +23,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
@@ -103,8 +105,8 @@ def parse_args(argv):
     )
     output.add_argument(
         "--prefix",
-        default="edufineweb",
-        help="shard names: PREFIX_val_000000.npy, PREFIX_train_000001.npy, ... (default: edufineweb)",
+        help="shard names: PREFIX_val_000000.npy, PREFIX_train_000001.npy, ... (default: edufineweb for FineWeb-Edu, "
+        "else the first file's or the dataset's name)",
     )
     output.add_argument(
         "--shard-size",
@@ -131,11 +133,21 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"argument --out: {args.out} is a file, not a folder")
+    args.prefix = args.prefix or source_name(args)
     if "/" in args.prefix or os.sep in args.prefix:
         parser.error(f"argument --prefix: {args.prefix!r} is a file name's start, not a path")
     if args.name is None and args.dataset == FINEWEB:
         args.name = "sample-10BT"  # 10B GPT-2 tokens: the reproduction's budget
     return args
+
+
+def source_name(args):
+    """The shards' prefix: FineWeb-Edu's keep the lecture's name; others say where they came from. Letters and digits
+    only: train_gpt2.py finds a split by `_val_` or `_train_` in a name, which my_train_notes.txt would hold."""
+    if args.dataset == FINEWEB and not args.files:
+        return "edufineweb"
+    name = args.files[0].stem if args.files else Path(args.dataset).name  # HuggingFaceFW/fineweb: fineweb
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "shards"
 
 
 # ---- reading the corpus
@@ -530,7 +542,7 @@ def open_manifest(out, settings, source):
     an unused folder."""
     manifest = read_manifest(out)
     if manifest is None:
-        if any(out.glob(f"{settings['prefix']}_*.npy")):
+        if any(out.glob("*.npy")):  # whatever their names: train_gpt2.py would read them all as one corpus
             raise UserError(
                 f"{out} holds shards but no manifest.json (written by another tool?): choose another --out or empty it"
             )
@@ -539,9 +551,11 @@ def open_manifest(out, settings, source):
         differ = sorted(
             k for k in settings.keys() | manifest["settings"].keys() if settings.get(k) != manifest["settings"].get(k)
         )
+        # a folder made before shards were named after their source: its settings say edufineweb
+        keep = f"--prefix {manifest['settings'].get('prefix')} to continue it, " if differ == ["prefix"] else ""
         raise UserError(
             f"{out} holds shards of other settings ({', '.join(differ)} differ): "
-            f"choose another --out, or delete {out} to start over"
+            f"{keep}choose another --out, or delete {out} to start over"
         )
     check_source(out, manifest.get("source", source), source)  # no fingerprint: made before fineweb.py kept them
     manifest["source"] = source

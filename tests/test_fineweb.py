@@ -114,8 +114,8 @@ def test_jsonl_corpus_becomes_the_eot_joined_encoding_cut_into_exact_shards(tmp_
 
     expected = eot_joined(DOCS)
     files = shard_files(out)
-    assert [p.name for p in files] == ["edufineweb_val_000000.npy"] + [
-        f"edufineweb_train_{i:06d}.npy" for i in range(1, len(files))
+    assert [p.name for p in files] == ["docs_val_000000.npy"] + [  # named after the file they come from
+        f"docs_train_{i:06d}.npy" for i in range(1, len(files))
     ]
     shards = [np.load(p) for p in files]
     assert all(s.dtype == np.uint16 for s in shards)
@@ -197,7 +197,7 @@ def test_shards_saved_side_by_side_enter_the_manifest_in_order(tmp_path, monkeyp
     saved = slow_first_shard(monkeypatch, then=lambda path: None)
     out = tmp_path / "out"
     assert run("--files", write_jsonl(tmp_path / "docs.jsonl", DOCS), "--out", out, "--shard-size", 1000) == 0
-    assert saved.index("edufineweb_train_000001.npy") < saved.index("edufineweb_val_000000.npy")  # side by side
+    assert saved.index("docs_train_000001.npy") < saved.index("docs_val_000000.npy")  # side by side
     assert [entry["file"] for entry in manifest(out)["shards"]] == [p.name for p in shard_files(out)]
     assert np.array_equal(token_stream(out), eot_joined(DOCS))
 
@@ -209,8 +209,8 @@ def test_a_failed_save_keeps_the_shards_after_it_out_of_the_manifest(tmp_path, c
     slow_first_shard(monkeypatch, then=full_disk)
     files, out = write_jsonl(tmp_path / "docs.jsonl", DOCS), tmp_path / "out"
     assert run("--files", files, "--out", out, "--shard-size", 1000) == 1
-    assert one_error_line(capsys.readouterr().err).endswith(f"edufineweb_val_000000.npy: {os.strerror(errno.ENOSPC)}")
-    assert (out / "edufineweb_train_000001.npy").exists()  # saved, but not listed: no entry follows a missing one
+    assert one_error_line(capsys.readouterr().err).endswith(f"docs_val_000000.npy: {os.strerror(errno.ENOSPC)}")
+    assert (out / "docs_train_000001.npy").exists()  # saved, but not listed: no entry follows a missing one
     assert manifest(out)["shards"] == []
     monkeypatch.undo()
     assert run("--files", files, "--out", out, "--shard-size", 1000) == 0  # the manifest, written first, owns it
@@ -305,6 +305,20 @@ def test_refuses_a_folder_of_shards_without_a_manifest(tmp_path, capsys, quiet_d
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "no manifest.json" in err
     assert sorted(folder(out)) == ["edufineweb_train_000001.npy"]
+
+
+def test_a_folder_made_when_every_source_was_named_edufineweb(tmp_path, capsys, quiet_datasets):
+    files, out = write_jsonl(tmp_path / "docs.jsonl", DOCS), tmp_path / "out"
+    assert run("--files", files, "--out", out, "--shard-size", 1000, "--prefix", "edufineweb") == 0  # as before
+    assert run("--verify", "--out", out) == 0  # --verify reads the names from the manifest
+    capsys.readouterr()
+    assert run("--files", files, "--out", out, "--shard-size", 1000) == 1  # now docs_*: refused, with the way on
+    assert one_error_line(capsys.readouterr().err) == (
+        f"fineweb.py: error: {out} holds shards of other settings (prefix differ): --prefix edufineweb to continue "
+        f"it, choose another --out, or delete {out} to start over"
+    )
+    assert run("--files", files, "--out", out, "--shard-size", 1000, "--prefix", "edufineweb") == 0
+    assert "nothing to do" in capsys.readouterr().out
 
 
 def test_missing_file_and_a_folder_for_a_file(tmp_path, capsys, quiet_datasets):
@@ -708,7 +722,7 @@ def failing_on(call, error, original):
 @pytest.mark.parametrize(
     "target, call, error, file",
     [
-        ("np.save", 3, errno.ENOSPC, "edufineweb_train_000002.npy"),  # a full disk while a shard is written
+        ("np.save", 3, errno.ENOSPC, "docs_train_000002.npy"),  # a full disk while a shard is written
         ("os.fsync", 5, errno.EROFS, "manifest.json"),  # remounted read-only: the manifest's 3rd write, after 2 shards
     ],
 )
