@@ -85,9 +85,12 @@ def check_device(plan):
     device = train_gpt2.pick_device(args.device)
     kind = torch.device(device).type
     if kind == "cuda":
-        if (gpus := torch.cuda.device_count()) < plan.world_size:
-            raise UserError(f"{plan.world_size} processes need a GPU each; this machine has {gpus}")
-        name = f"{plan.world_size} x {torch.cuda.get_device_name(0)}"
+        gpus = torch.cuda.device_count()  # this machine's: --world-size counts the processes on every machine
+        if plan.world_size > gpus and plan.world_size % gpus:
+            raise UserError(f"{plan.world_size} processes do not fill machines of {gpus} GPUs each")
+        name = f"{min(plan.world_size, gpus)} x {torch.cuda.get_device_name(0)}"
+        if plan.world_size > gpus:
+            name += f" on each of {plan.world_size // gpus} machines"
     else:
         name = f"{device} x{plan.world_size}"
     dtype = args.dtype or ("bfloat16" if kind == "cuda" else "float32")

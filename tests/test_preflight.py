@@ -170,3 +170,18 @@ def test_hellaswag_offline_names_the_flag_for_a_local_file(capsys, tmp_path, mon
     assert status == 1 and checks["hellaswag"] == ("FAIL", message)
     assert train_gpt2.main([*TINY, *map(str, flags)]) == 1
     assert capsys.readouterr().err == f"train_gpt2.py: error: {message}\n"
+
+
+def test_the_device_line_counts_this_machines_gpus(monkeypatch):
+    """--world-size counts the processes on every machine: 16 on a machine of 8 GPUs is two such machines."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(train_gpt2, "pick_device", lambda name: "cuda")
+    monkeypatch.setattr(preflight, "compiler_missing", lambda: None)
+    args = train_gpt2.parse_args([])
+    line = preflight.check_device(preflight.Plan(args, 16))
+    assert line == "8 x NVIDIA H100 80GB HBM3 on each of 2 machines, bfloat16, compile on"
+    assert preflight.check_device(preflight.Plan(args, 4)).startswith("4 x NVIDIA H100")
+    with pytest.raises(common.UserError, match="12 processes do not fill machines of 8 GPUs each"):
+        preflight.check_device(preflight.Plan(args, 12))
