@@ -610,7 +610,10 @@ def setup_distributed(device):
     if device == "cuda":
         # one GPU per process: local rank r takes GPU r, or the only one it sees where a launcher gives each process
         # its own (CUDA_VISIBLE_DEVICES), where cuda:r would not exist
-        device = f"cuda:{local_rank % torch.cuda.device_count()}"
+        gpus = torch.cuda.device_count()
+        if 1 < gpus <= local_rank:  # two processes on one GPU: NCCL would refuse it later, and less clearly
+            raise UserError(f"local rank {local_rank} has no GPU of its own: this machine shows {gpus}")
+        device = f"cuda:{local_rank if gpus > 1 else 0}"
     if device.startswith("cuda"):
         torch.cuda.set_device(device)
     if ddp:

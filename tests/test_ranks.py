@@ -99,13 +99,19 @@ def gpus(monkeypatch):
         (8, 0, "cuda:0"),
         (8, 5, "cuda:5"),  # torchrun --nproc_per_node=8 on an 8-GPU machine
         (1, 5, "cuda:0"),  # a launcher that shows each process only its own GPU (CUDA_VISIBLE_DEVICES=5)
-        (4, 5, "cuda:1"),  # two processes per GPU: NCCL refuses that itself
     ],
 )
 def test_each_rank_takes_its_own_gpu(gpus, visible, local_rank, device):
     chosen = gpus(visible, rank=8 + local_rank, local_rank=local_rank, world_size=16)
     assert train_gpt2.setup_distributed("cuda")[-1] == device
     assert chosen == [device, "nccl"]
+
+
+def test_more_processes_than_gpus_is_refused(gpus):
+    chosen = gpus(4, rank=5, local_rank=5, world_size=8)  # --nproc_per_node=8 on a machine of 4 GPUs
+    with pytest.raises(UserError, match=r"^local rank 5 has no GPU of its own: this machine shows 4$"):
+        train_gpt2.setup_distributed("cuda")
+    assert chosen == []  # refused before any GPU is touched
 
 
 def test_one_named_gpu_for_several_ranks_is_refused(gpus):
