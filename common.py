@@ -1,11 +1,13 @@
 """The few helpers the scripts share."""
 
 import argparse
+import contextlib
 import glob
 import hashlib
 import os
 import signal
 import sys
+import threading
 
 EOT = 50256  # <|endoftext|>: GPT-2's only special token, the last id; fineweb.py puts it before every document
 
@@ -53,17 +55,46 @@ def write_atomically(path, write):
     tmp = f"{path}.{os.getpid()}.tmp"  # the process's own: two writers of one path never share a temporary file
     # Ctrl-C and SIGTERM wait until the file is whole: an interrupt inside a writer (torch.save's zip writer, say) can
     # surface as that writer's own error instead of KeyboardInterrupt; they arrive the moment the file is done
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    with stop_signals_held():
+        try:
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())  # on disk before the rename makes it count
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stop_signals_held():
+    """Ctrl-C, SIGTERM and SIGHUP that arrive inside the block take effect as it ends, with the handlers of the time.
+    Python runs its handlers in the main thread whichever thread the kernel picked, so blocking the signals in the
+    main thread alone is not enough: there, they are caught and replayed instead. Another thread (fineweb.py's shard
+    writers) cannot set handlers; it blocks them, and the kernel hands them to a thread that will pass them on."""
+    if threading.current_thread() is not threading.main_thread():
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        return
+    caught = []
+    # an ignored signal (SIGHUP under nohup) stays ignored; None: a handler set outside Python, left alone
+    handlers = {s: h for s in STOP_SIGNALS if (h := signal.getsignal(s)) not in (signal.SIG_IGN, None)}
+    for s in handlers:
+        signal.signal(s, lambda signum, frame: caught.append(signum))
     try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())  # on disk before the rename makes it count
-        os.replace(tmp, path)
+        yield
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(caught):  # each once, in the order they came
+            signal.raise_signal(s)
 
 
 def remove_stale_temporaries(path):

@@ -295,6 +295,36 @@ def test_ctrl_c_before_the_first_step_stops_at_once(tmp_path):
     assert not list(log_dir.glob("model_*.pt"))  # nothing to save yet
 
 
+CTRL_C_INSIDE_A_WRITE = """
+import signal, sys, threading, time
+from common import write_atomically
+other = threading.Thread(target=threading.Event().wait, daemon=True)  # Ctrl-C not blocked there, as in torch's threads
+other.start()
+def write(f):
+    f.write(b"first half, ")
+    signal.pthread_kill(other.ident, signal.SIGINT)  # the kernel may pick any thread for a Ctrl-C: here, that one
+    time.sleep(0.2)  # Python raises it in the main thread at its next chance
+    f.write(b"second half")
+try:
+    write_atomically(sys.argv[1], write)
+except KeyboardInterrupt:
+    print("Ctrl-C after the write:", open(sys.argv[1]).read())
+"""
+
+
+def test_a_ctrl_c_inside_an_atomic_write_waits_for_the_whole_file(tmp_path):
+    """A checkpoint being written when a second Ctrl-C comes: the write finishes, then the interrupt. Blocking the
+    signal in the main thread was not enough (a traceback from inside torch.save, no checkpoint): another thread
+    took it, and Python raised it in the main thread all the same."""
+    target = tmp_path / "model.pt"
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_INSIDE_A_WRITE, str(target)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout == "Ctrl-C after the write: first half, second half\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]  # no temporary file left
+
+
 def test_a_second_ctrl_c_stops_at_once(tmp_path):
     """The first Ctrl-C asks the run to finish its step and save; a second one, during that step, stops it there."""
     log_dir = tmp_path / "log"
