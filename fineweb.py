@@ -17,6 +17,7 @@ One run at a time writes a folder: a second one is refused while the first holds
 """
 
 import argparse
+import contextlib
 import hashlib
 import itertools
 import json
@@ -33,10 +34,13 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+import multiprocess  # datasets' own process library (it comes with datasets): its num_proc pools are multiprocess's
 import numpy as np
 import tiktoken
-from datasets import load_dataset
+from datasets import DownloadConfig, load_dataset, load_dataset_builder
 from datasets.exceptions import DatasetGenerationError
+from huggingface_hub import HfFileSystem, snapshot_download
+from huggingface_hub import constants as hub_constants
 from tqdm import tqdm
 
 from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, sha256_file, write_atomically
@@ -54,6 +58,9 @@ MAX_SHARD_SIZE = 2**31
 # parent way of benchmarks/bench_fineweb.py), the output of ~75 workers at ~3.8 M tokens/s each: a thread for each 32
 # workers leaves room for slower disks, at the price of one more shard in memory for each thread
 WORKERS_PER_SAVE = 32
+# local files are converted to Arrow by several processes only when they are big: each process starts with ~2 s of
+# imports, about what converting 256 MiB of text costs
+BYTES_PER_CONVERTER = 2**28
 
 # ---- tokenizer
 
@@ -183,10 +190,60 @@ def reason(error):
     return (str(error).splitlines() or [type(error).__name__])[0]
 
 
+def download(args):
+    """A Hub dataset's data files, downloaded side by side by --workers threads into the Hub cache, where
+    load_dataset finds them: datasets itself fetches them one after the other, or forks a pool of processes to (its
+    num_proc), and threads need no fork. Nothing to do offline, for a local folder, or once datasets has converted
+    the dataset (it reads only its Arrow files then)."""
+    if hub_constants.HF_HUB_OFFLINE or Path(args.dataset).exists():
+        return
+    builder = load_dataset_builder(args.dataset, args.name)
+    if Path(builder.cache_dir).is_dir():
+        return
+    hub = HfFileSystem()  # datasets resolved the data files to hf://datasets/ID@REVISION/PATH
+    files = [hub.resolve_path(url) for urls in (builder.config.data_files or {}).values() for url in urls]
+    files = [f for f in files if f.repo_id == args.dataset]  # files of other repositories are left to datasets
+    if files:
+        print(f"downloading {len(files)} files of {args.dataset} with {min(len(files), args.workers)} threads")
+        snapshot_download(
+            args.dataset,
+            repo_type="dataset",
+            revision=files[0].revision,
+            allow_patterns=[f.path_in_repo for f in files],
+            max_workers=args.workers,
+        )
+
+
+def converters(args):
+    """How many processes datasets may use to convert the source to Arrow (None: this one). A Hub dataset gets one
+    per data file, up to --workers: sample-10BT's 14 parquet files convert side by side, not one after the other
+    (datasets caps num_proc at the number of files). Local files: one per 256 MiB of them."""
+    if args.files:
+        wanted = min(len(args.files), sum(f.stat().st_size for f in args.files) // BYTES_PER_CONVERTER)
+    else:
+        wanted = args.workers
+    processes = min(wanted, args.workers)
+    return processes if processes > 1 else None
+
+
+@contextlib.contextmanager
+def started_by_a_fork_server():
+    """datasets starts its num_proc processes with multiprocess's default, fork on Linux: a copy of this process, down
+    to the locks its threads hold (pyarrow runs threads of its own). A copy made while one is held waits for it
+    forever, as a forked pool of datasets' did here for 10 minutes, until killed. A fork server copies a process that
+    has no threads (Python 3.14's default on Linux); Windows has none, and spawns."""
+    before = multiprocess.get_start_method(allow_none=True)
+    if "forkserver" in multiprocess.get_all_start_methods():
+        multiprocess.set_start_method("forkserver", force=True)
+    try:
+        yield
+    finally:
+        multiprocess.set_start_method(before, force=True)
+
+
 def load_corpus(args):
     """The corpus as a datasets.Dataset: Arrow files memory-mapped from disk, so a worker can read any rows by index
-    (the parent never touches the text) and a resumed run seeks straight to its document. Not num_proc=N: the
-    processes datasets 5.2 forks for it hung (a child stuck in a futex, its parent waiting) in one of our runs."""
+    (the parent never touches the text) and a resumed run seeks straight to its document."""
     if args.files:
         builder = builder_for(args.files)
         options = {"sample_by": args.sample_by} if builder == "text" else {}
@@ -196,7 +253,11 @@ def load_corpus(args):
     # the json builder logs the error it is about to raise: the user would read it twice, once as a long line
     logging.getLogger("datasets.packaged_modules.json.json").setLevel(logging.CRITICAL)
     try:
-        corpus = load_dataset(**source)
+        if not args.files:
+            download(args)
+        with started_by_a_fork_server():
+            # a DownloadConfig of our own: without one, datasets would download with a pool of processes too
+            corpus = load_dataset(**source, num_proc=converters(args), download_config=DownloadConfig())
     except Exception as e:  # datasets reports bad input with many exception types; the user needs the reason
         raise bad_input(args, f"cannot read {describe(args)}: {reason(e)}") from None
     if len(corpus) == 0:

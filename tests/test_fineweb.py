@@ -13,8 +13,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import datasets
+import huggingface_hub
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -232,6 +234,92 @@ def test_the_lectures_loader_reads_the_shards(tmp_path):
         streams[split] = np.concatenate([np.load(out / s).astype(np.int32) for s in names])
     assert len(streams["val"]) == 6000
     assert np.array_equal(np.concatenate([streams["val"], streams["train"]]), eot_joined(DOCS))
+
+
+# ---- converting the source to Arrow in several processes: the same corpus, in the same order
+
+
+def converted(monkeypatch, *argv):
+    """load_corpus's dataset, and the start method datasets' pools had while it ran."""
+    seen = []
+    real_pool = fineweb.multiprocess.Pool  # datasets' builder imported it before the test: watch the method it uses
+
+    def watched(*args, **kwargs):
+        seen.append(fineweb.multiprocess.get_start_method())
+        return real_pool(*args, **kwargs)
+
+    monkeypatch.setattr(datasets.builder, "Pool", watched)
+    return fineweb.load_corpus(fineweb.parse_args([str(a) for a in argv])), seen
+
+
+def test_big_local_files_convert_in_one_process_each(tmp_path, monkeypatch):
+    halves = [write_jsonl(tmp_path / f"part{i}.jsonl", DOCS[i * 20 : (i + 1) * 20]) for i in range(2)]
+    monkeypatch.setattr(fineweb, "BYTES_PER_CONVERTER", 1000)  # each file "big": ~50 kB is 50 of them
+    corpus, methods = converted(monkeypatch, "--files", *halves, "--workers", "2")
+    assert methods == ["forkserver"] and len(corpus.cache_files) == 2  # two processes, an Arrow file each
+    assert corpus["text"] == DOCS  # in the files' order, as one process reads them
+    assert fineweb.multiprocess.get_start_method(allow_none=True) is None  # the default is back for everyone else
+
+
+def test_small_local_files_convert_here(tmp_path, monkeypatch):
+    halves = [write_jsonl(tmp_path / f"part{i}.jsonl", DOCS[i * 20 : (i + 1) * 20]) for i in range(2)]
+    corpus, methods = converted(monkeypatch, "--files", *halves, "--workers", "2")
+    assert methods == [] and corpus["text"] == DOCS  # starting processes would cost more than they save
+
+
+def test_a_dataset_converts_one_file_per_process(tmp_path, monkeypatch):
+    # --dataset takes the Hub's path through datasets (data files found, fetched, converted), minus the network: a
+    # local folder of files. Its files are sorted by name, as the Hub's are
+    repo = tmp_path / "my-corpus"
+    repo.mkdir()
+    for i in range(3):
+        write_jsonl(repo / f"train-{i:05d}.jsonl", DOCS[i * 13 : (i + 1) * 13])
+    corpus, methods = converted(monkeypatch, "--dataset", repo, "--workers", "2")
+    assert methods == ["forkserver"] and len(corpus.cache_files) == 2  # two processes for three files
+    assert corpus["text"] == DOCS[:39]
+    out = tmp_path / "out"
+    assert run("--dataset", repo, "--out", out, "--shard-size", 1000) == 0
+    assert np.array_equal(token_stream(out), eot_joined(DOCS[:39]))
+    assert shard_files(out)[0].name == "my-corpus_val_000000.npy"
+
+
+class HubForTests:
+    """HfFileSystem without the network: resolve_path only parses the URL (the real one also asks the Hub)."""
+
+    def resolve_path(self, url):
+        uri = huggingface_hub.parse_hf_uri(url)
+        return SimpleNamespace(repo_id=uri.id, revision=uri.revision, path_in_repo=uri.path_in_repo)
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """A Hub dataset of three parquet files, as load_dataset_builder resolves it; the downloads it is asked for."""
+    files = [f"data/train-{i:05d}.parquet" for i in range(3)]
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    urls = [f"hf://datasets/org/corpus@{revision}/{f}" for f in files]
+    builder = SimpleNamespace(cache_dir=str(tmp_path / "arrow"), config=SimpleNamespace(data_files={"train": urls}))
+    downloads = []
+    monkeypatch.setattr(fineweb, "load_dataset_builder", lambda path, name: builder)
+    monkeypatch.setattr(fineweb, "HfFileSystem", HubForTests)
+    monkeypatch.setattr(fineweb, "snapshot_download", lambda repo, **options: downloads.append((repo, options)))
+    monkeypatch.setattr(fineweb.hub_constants, "HF_HUB_OFFLINE", False)
+    return SimpleNamespace(files=files, revision=revision, builder=builder, downloads=downloads)
+
+
+def test_a_hub_dataset_downloads_its_files_side_by_side(hub):
+    fineweb.download(fineweb.parse_args(["--dataset", "org/corpus", "--workers", "4"]))
+    assert hub.downloads == [
+        ("org/corpus", dict(repo_type="dataset", revision=hub.revision, allow_patterns=hub.files, max_workers=4))
+    ]
+
+
+def test_no_download_offline_or_once_converted(hub, tmp_path, monkeypatch):
+    Path(hub.builder.cache_dir).mkdir()  # datasets has its Arrow files: it reads nothing else
+    fineweb.download(fineweb.parse_args(["--dataset", "org/corpus"]))
+    monkeypatch.setattr(fineweb.hub_constants, "HF_HUB_OFFLINE", True)
+    Path(hub.builder.cache_dir).rmdir()
+    fineweb.download(fineweb.parse_args(["--dataset", "org/corpus"]))
+    assert hub.downloads == []
 
 
 # ---- bad input: one line on stderr, an exit code, no traceback
