@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -202,6 +203,25 @@ def test_shards_saved_side_by_side_enter_the_manifest_in_order(tmp_path, monkeyp
     assert saved.index("docs_train_000001.npy") < saved.index("docs_val_000000.npy")  # side by side
     assert [entry["file"] for entry in manifest(out)["shards"]] == [p.name for p in shard_files(out)]
     assert np.array_equal(token_stream(out), eot_joined(DOCS))
+
+
+@pytest.mark.parametrize("saves", [1, 3])
+def test_shards_are_filled_in_the_same_few_buffers(tmp_path, saves):
+    settings = {"shard_size": 100, "val_shards": 1, "prefix": "docs"}
+    manifest = {"settings": settings, "complete": False, "shards": []}
+    tokens = eot_joined(DOCS)[:1000]
+    buffers = []  # each shard's, kept: a freed buffer's address could come back in a fresh one
+    with ThreadPoolExecutor(max_workers=saves) as writer:
+        shard = fineweb.ShardBuffer(tmp_path, manifest, writer, saves)
+        for start in range(0, len(tokens), 100):
+            buffers.append(shard.tokens)
+            shard.take(tokens[start : start + 100])
+            shard.save(resume_at=(0, 0))
+        shard.wait()
+    assert (
+        len({id(b) for b in buffers}) == saves + 1
+    )  # those saving, and the one filling: 10 shards, no fresh buffer after those
+    assert np.array_equal(np.concatenate([np.load(tmp_path / e["file"]) for e in manifest["shards"]]), tokens)
 
 
 def test_a_failed_save_keeps_the_shards_after_it_out_of_the_manifest(tmp_path, capsys, monkeypatch, quiet_datasets):
