@@ -5,6 +5,7 @@ Reproduce GPT-2 (124M): the model, the data, the optimizer and the training run,
     torchrun --standalone --nproc_per_node=8 train_gpt2.py          # the real run on FineWeb-Edu 10B
 """
 
+import errno
 import glob
 import math
 import os
@@ -839,7 +840,13 @@ class RunFolder:
     def print(self, text):
         """print(text), and the same line in console.txt after the time: the output outlives the terminal (a hang-up
         sends stdout to /dev/null) and the scrollback of tmux."""
-        print(text, flush=True)
+        try:
+            print(text, flush=True)
+        except OSError as e:
+            if e.errno != errno.EIO:
+                raise
+            # the terminal hung up before its SIGHUP reached us (torchrun forwards it a moment later): take it now
+            signal.raise_signal(signal.SIGHUP)
         with open(self.console_file, "a", encoding="utf-8") as f:
             f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
 

@@ -454,6 +454,18 @@ def test_hang_up_then_resume_equals_uninterrupted(tmp_path):
     assert_same_run(hung_up, tmp_path / "straight")
 
 
+def test_a_write_the_hung_up_terminal_refuses_before_its_sighup_stops_the_run_as_the_sighup_would(tmp_path):
+    # under torchrun the agent owns the terminal and forwards its SIGHUP; a worker that prints before it arrives gets
+    # EIO. Here the owner takes the SIGHUP and forwards nothing, so the run only ever sees the failed write
+    owner = "import signal, subprocess, sys; signal.signal(signal.SIGHUP, lambda *a: None); "
+    owner += "sys.exit(subprocess.call(sys.argv[1:]))"
+    argv = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 20 --device cpu".split()]
+    argv += ["--log-dir", str(tmp_path)]
+    assert run_until_hang_up([sys.executable, "-c", owner, sys.executable, "train_gpt2.py", *argv], "step     3 ") == 0
+    (checkpoint,) = tmp_path.glob("model_*.pt")
+    assert 3 < int(checkpoint.stem.split("_")[1]) < 20
+
+
 def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
     # the hang-up reaches torchrun's agent, which owns the terminal; it forwards SIGHUP to the two workers
     common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 12 --device cpu".split()]
