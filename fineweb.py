@@ -54,10 +54,11 @@ DOCS_PER_TASK = 256
 # a shard is filled in memory while the ones before it are saved: 2**31 uint16 tokens is 4 GiB a buffer, 8 GiB for two,
 # already more than many machines have. The bound turns a typo (1e12: a MemoryError in np.empty) into a one-line error
 MAX_SHARD_SIZE = 2**31
-# one thread saving shards (write, fsync, sha256) took in ~290 M tokens/s with the disk out of the way (a tmpfs; the
-# parent way of benchmarks/bench_fineweb.py), the output of ~75 workers at ~3.8 M tokens/s each: a thread for each 32
-# workers leaves room for slower disks, at the price of one more shard in memory for each thread
-WORKERS_PER_SAVE = 32
+# saving shards (write, fsync, sha256) took 16-17 CPU-s per billion tokens in all on the parent way of
+# benchmarks/bench_fineweb.py (a virtual disk; 3.3 in one thread alone, more when threads share cores), the thread
+# receiving the workers' batches 1.2-1.4: a saving thread for each 16 workers (12 on a 192-core node) keeps each near
+# that, at the price of one more shard in memory for each thread
+WORKERS_PER_SAVE = 16
 # local files are converted to Arrow by several processes only when they are big: each process starts with ~2 s of
 # imports, about what converting 256 MiB of text costs
 BYTES_PER_CONVERTER = 2**28
