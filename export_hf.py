@@ -13,11 +13,9 @@ import sys
 import torch
 
 from common import EOT, ArgumentParser, UserError, run_cli
-from train_gpt2 import GPT
+from train_gpt2 import CONV1D, GPT
 
 N_VOCAB = EOT + 1  # GPT-2's 50,257 tokens: the ids from 50,257 up are padding that no token ever uses
-# OpenAI's checkpoint stores these weights TensorFlow-style as Conv1D (in, out); nn.Linear holds (out, in)
-CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 BPE_FILES = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"  # where tiktoken reads GPT-2's BPE
 
 

@@ -93,6 +93,10 @@ class Block(nn.Module):
         return x
 
 
+# OpenAI's checkpoint stores these weights TensorFlow-style as Conv1D (in, out); nn.Linear holds (out, in)
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
 class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -157,11 +161,9 @@ class GPT(nn.Module):
         model = cls(config)
         sd = model.state_dict()
         sd_hf = hf_model.state_dict()
-        # OpenAI's checkpoint has TensorFlow-style Conv1D weights, stored (in, out); nn.Linear wants (out, in)
-        transposed = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
         for key, value in sd.items():
             hf_value = sd_hf[key]
-            if key.endswith(transposed):
+            if key.endswith(CONV1D):
                 hf_value = hf_value.t()
             assert hf_value.shape == value.shape, f"{key}: {tuple(hf_value.shape)} vs {tuple(value.shape)}"
             with torch.no_grad():
