@@ -21,7 +21,7 @@ import torch
 
 import train_gpt2
 from common import ArgumentParser, UserError, count, lock_folder
-from train_gpt2 import GPT, DataLoaderLite, GPTConfig, RunFolder
+from train_gpt2 import GPT, DataLoaderLite, GPTConfig, RunFolder, compile_on, duration, run_dtype
 
 MEASURED_STEPS = 3  # timed after one warm-up step (compilation, allocator, caches)
 
@@ -93,14 +93,14 @@ def check_device(plan):
             name += f" on each of {plan.world_size // gpus} machines"
     else:
         name = f"{device} x{plan.world_size}"
-    dtype = args.dtype or ("bfloat16" if kind == "cuda" else "float32")
+    dtype = run_dtype(args, kind)
     if dtype == "bfloat16" and kind == "cuda" and not torch.cuda.is_bf16_supported():
         raise UserError(f"{torch.cuda.get_device_name(0)} has no bfloat16: pass --dtype float32")
-    compile_on = kind == "cuda" if args.compile is None else args.compile
-    if compile_on and (problem := compiler_missing()):
+    compiled = compile_on(args, kind)
+    if compiled and (problem := compiler_missing()):
         raise UserError(f"torch.compile needs {problem}: install it, or pass --no-compile")
     plan.device = device
-    return f"{name}, {dtype}, compile {'on' if compile_on else 'off'}"
+    return f"{name}, {dtype}, compile {'on' if compiled else 'off'}"
 
 
 def compiler_missing():
@@ -163,11 +163,11 @@ def check_time(plan):
     if plan.train_shards is None or device is None or plan.grad_accum_steps is None:
         raise UserError("not measured: the data, batch and device checks must pass first")
     device_type = torch.device(device).type
-    dtype = args.dtype or ("bfloat16" if device_type == "cuda" else "float32")
+    dtype = run_dtype(args, device_type)
     torch.manual_seed(args.seed)
     model = (GPT.from_pretrained(args.pretrained) if args.pretrained else GPT(plan.config)).to(device)
     optimizer = model.configure_optimizers(args.weight_decay, args.max_lr, device_type)
-    if device_type == "cuda" if args.compile is None else args.compile:
+    if compile_on(args, device_type):
         model = torch.compile(model)
     loader = DataLoaderLite(plan.train_shards, args.batch_size, args.seq_len, seed=args.seed)
     autocast = torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
@@ -176,11 +176,10 @@ def check_time(plan):
     ]
     dt = sum(times[1:]) / MEASURED_STEPS
     steps = args.max_steps - plan.start_step
-    total = f"{dt * steps / 60:.1f} min" if dt * steps < 7200 else f"{dt * steps / 3600:.1f} h"
     memory = f", {torch.cuda.max_memory_allocated(device) / 1e9:.1f} GB of GPU memory" if device_type == "cuda" else ""
     return (
         f"{1000 * dt:.1f}ms per step ({MEASURED_STEPS} after a warm-up, one process{memory}): "
-        f"{steps:,} steps take about {total}, evaluation not counted"
+        f"{steps:,} steps take about {duration(dt * steps)}, evaluation not counted"
     )
 
 

@@ -446,11 +446,21 @@ def flops_per_token(model, T):
 # ---- the run
 
 
+def run_dtype(args, device_type):
+    """The autocast dtype: --dtype, else bfloat16 on a CUDA GPU and full float32 elsewhere."""
+    return args.dtype or ("bfloat16" if device_type == "cuda" else "float32")
+
+
+def compile_on(args, device_type):
+    """Whether the model is compiled: --compile or --no-compile, else on with CUDA only."""
+    return device_type == "cuda" if args.compile is None else args.compile
+
+
 def train(args):
     ddp, rank, local_rank, world_size, device = setup_distributed(args.device)
     master_process = rank == 0  # the one process that logs, samples and writes checkpoints
     device_type = device.split(":")[0]
-    dtype = args.dtype or ("bfloat16" if device_type == "cuda" else "float32")
+    dtype = run_dtype(args, device_type)
 
     def autocast():
         return torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
@@ -478,8 +488,7 @@ def train(args):
     optimizer = model.configure_optimizers(args.weight_decay, args.max_lr, device_type)
     start_step = run.restore(model, optimizer, train_loader)
     raw_model = model  # the plain module: for checkpoints and sampling
-    use_compile = device_type == "cuda" if args.compile is None else args.compile  # default: on with CUDA
-    if use_compile:
+    if compile_on(args, device_type):
         model = torch.compile(model)
     if ddp:
         model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
@@ -1028,10 +1037,14 @@ class TimeLeft:
         else:
             self.steps += 1
             pace = (time.time() - self.since) / self.steps
-        left = pace * (self.max_steps - step - 1)
-        if left < 90:
-            return f" | eta {left:.0f} s"
-        return f" | eta {left / 60:.1f} min" if left < 7200 else f" | eta {left / 3600:.1f} h"
+        return f" | eta {duration(pace * (self.max_steps - step - 1))}"
+
+
+def duration(seconds):
+    """'42 s', '62.3 min' or '3.1 h': a span of time in the unit a person reads it in."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 PRESETS = {
