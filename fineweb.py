@@ -38,9 +38,9 @@ import multiprocess  # datasets' own process library (it comes with datasets): i
 import numpy as np
 import tiktoken
 from datasets import DownloadConfig, load_dataset, load_dataset_builder
+from datasets import config as datasets_config
 from datasets.exceptions import DatasetGenerationError
 from huggingface_hub import HfFileSystem, snapshot_download
-from huggingface_hub import constants as hub_constants
 from tqdm import tqdm
 
 from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, sha256_file, write_atomically
@@ -59,8 +59,8 @@ MAX_SHARD_SIZE = 2**31
 # receiving the workers' batches 1.2-1.4: a saving thread for each 16 workers (12 on a 192-core node) keeps each near
 # that, at the price of one more shard in memory for each thread
 WORKERS_PER_SAVE = 16
-# local files are converted to Arrow by several processes only when they are big: each process starts with ~2 s of
-# imports, about what converting 256 MiB of text costs
+# local files are converted to Arrow by several processes only when they are big: starting them costs ~2-3 s (a
+# fresh Python imports datasets again), about what converting 200 MB of JSON lines in one process took here
 BYTES_PER_CONVERTER = 2**28
 
 # ---- tokenizer
@@ -196,7 +196,7 @@ def download(args):
     load_dataset finds them: datasets itself fetches them one after the other, or forks a pool of processes to (its
     num_proc), and threads need no fork. Nothing to do offline, for a local folder, or once datasets has converted
     the dataset (it reads only its Arrow files then)."""
-    if hub_constants.HF_HUB_OFFLINE or Path(args.dataset).exists():
+    if datasets_config.HF_HUB_OFFLINE or Path(args.dataset).exists():  # HF_HUB_OFFLINE or HF_DATASETS_OFFLINE
         return
     builder = load_dataset_builder(args.dataset, args.name)
     if Path(builder.cache_dir).is_dir():
@@ -216,9 +216,9 @@ def download(args):
 
 
 def converters(args):
-    """How many processes datasets may use to convert the source to Arrow (None: this one). A Hub dataset gets one
-    per data file, up to --workers: sample-10BT's 14 parquet files convert side by side, not one after the other
-    (datasets caps num_proc at the number of files). Local files: one per 256 MiB of them."""
+    """How many processes datasets may use to convert the source to Arrow (None: this one). A Hub dataset gets
+    --workers, which datasets caps at one per data file: sample-10BT's 14 parquet files convert side by side, not
+    one after the other. Local files: one per 256 MiB of them, up to one per file and --workers."""
     if args.files:
         wanted = min(len(args.files), sum(f.stat().st_size for f in args.files) // BYTES_PER_CONVERTER)
     else:
@@ -553,7 +553,8 @@ def save_shard(out, manifest, tokens, entry, previous):
 
 
 class ShardBuffer:
-    """The shard being filled. A full one goes to a writer thread, and filling goes on in a fresh buffer."""
+    """The shard being filled. A full one goes to a writer thread, and filling goes on in the buffer of a shard
+    already saved (a fresh one while there are fewer than saves + 1)."""
 
     def __init__(self, out, manifest, writer, saves):
         self.out, self.manifest, self.writer, self.saves = out, manifest, writer, saves

@@ -322,7 +322,7 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setattr(fineweb, "load_dataset_builder", lambda path, name: builder)
     monkeypatch.setattr(fineweb, "HfFileSystem", HubForTests)
     monkeypatch.setattr(fineweb, "snapshot_download", lambda repo, **options: downloads.append((repo, options)))
-    monkeypatch.setattr(fineweb.hub_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(fineweb.datasets_config, "HF_HUB_OFFLINE", False)
     return SimpleNamespace(files=files, revision=revision, builder=builder, downloads=downloads)
 
 
@@ -336,10 +336,25 @@ def test_a_hub_dataset_downloads_its_files_side_by_side(hub):
 def test_no_download_offline_or_once_converted(hub, tmp_path, monkeypatch):
     Path(hub.builder.cache_dir).mkdir()  # datasets has its Arrow files: it reads nothing else
     fineweb.download(fineweb.parse_args(["--dataset", "org/corpus"]))
-    monkeypatch.setattr(fineweb.hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(fineweb.datasets_config, "HF_HUB_OFFLINE", True)
     Path(hub.builder.cache_dir).rmdir()
     fineweb.download(fineweb.parse_args(["--dataset", "org/corpus"]))
     assert hub.downloads == []
+
+
+def test_datasets_own_offline_switch_is_enough_to_download_nothing():
+    """HF_DATASETS_OFFLINE=1 alone makes datasets offline (it is read at import): download must not ask the Hub."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    code = (
+        "import fineweb\n"
+        "fineweb.load_dataset_builder = None  # the first thing an online download calls\n"
+        "fineweb.download(fineweb.parse_args(['--dataset', 'org/corpus']))\n"
+        "print('nothing downloaded')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env | {"HF_DATASETS_OFFLINE": "1"}, capture_output=True, text=True
+    )
+    assert result.returncode == 0 and result.stdout == "nothing downloaded\n", result.stderr
 
 
 # ---- bad input: one line on stderr, an exit code, no traceback
