@@ -218,9 +218,8 @@ def test_shards_are_filled_in_the_same_few_buffers(tmp_path, saves):
             shard.take(tokens[start : start + 100])
             shard.save(resume_at=(0, 0))
         shard.wait()
-    assert (
-        len({id(b) for b in buffers}) == saves + 1
-    )  # those saving, and the one filling: 10 shards, no fresh buffer after those
+    # those saving and the one filling: 10 shards, and no fresh buffer after those
+    assert len({id(b) for b in buffers}) == saves + 1
     assert np.array_equal(np.concatenate([np.load(tmp_path / e["file"]) for e in manifest["shards"]]), tokens)
 
 
