@@ -556,8 +556,8 @@ def train(args):
             loss_accum += loss.detach()
             loss.backward()
         loss = stop.sum_and_ask([loss_accum.item()])[0] / world_size  # and whether any rank was signalled
-        stop_if_not_finite(loss, step)  # before the update: a NaN must not reach the weights or a checkpoint
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # bounds the step a bad batch can take
+        stop_if_not_finite(loss, norm, step, run)  # before the update: a NaN must not reach the weights
         lr = get_lr(step, args.max_lr, min_lr, args.warmup_steps, args.max_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -722,12 +722,16 @@ class StopRequest:
         return sums
 
 
-def stop_if_not_finite(loss, step):
-    if not math.isfinite(loss):
-        raise UserError(
-            f"loss is {loss} at step {step}: stopped without saving; --resume continues from the last "
-            "checkpoint (with a lower --max-lr, say)"
-        )
+def stop_if_not_finite(loss, norm, step, run):
+    """Stop before the update if the loss or the gradient norm is not finite. The weights that gave it are this
+    step's checkpoint, if one was saved: it is set aside, so that --resume continues from the one before."""
+    if math.isfinite(loss) and math.isfinite(norm):
+        return
+    aside = run.set_aside(step)
+    raise UserError(
+        f"loss {loss}, gradient norm {float(norm)} at step {step}: stopped before the update{aside}; --resume "
+        "continues from the checkpoint before (with a lower --max-lr, say)"
+    )
 
 
 def checkpoint_due(step, every, max_steps):
@@ -735,7 +739,8 @@ def checkpoint_due(step, every, max_steps):
 
 
 # besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
-RUN_SETTINGS = "data seq_len total_batch seed shuffle max_lr min_lr_ratio warmup_steps weight_decay".split()
+# (--max-lr may change, with a word: a lower one is how a run goes on after a loss spike)
+RUN_SETTINGS = "data seq_len total_batch seed shuffle min_lr_ratio warmup_steps weight_decay".split()
 # what a checkpoint needs besides its weights and config to be resumed, and of which type
 RESUME_ENTRIES = {"optimizer": dict, "step": int, "loader": dict, "rng": torch.Tensor, "args": dict, "run_id": str}
 
@@ -820,6 +825,12 @@ class RunFolder:
         ]
         if differ:
             raise UserError(f"{where} was trained with {', '.join(differ)}: pass its settings to --resume it")
+        if saved.get("max_lr") != self.args.max_lr and self.master:
+            print(
+                f"{where} was trained with --max-lr {saved.get('max_lr')}: from step {self.checkpoint['step']} on, "
+                f"this run changes it to {self.args.max_lr}",
+                file=sys.stderr,
+            )
 
     def finished(self):
         """Why --resume has nothing to do (the checkpoint it continues is at --max-steps, or past it), or None."""
@@ -847,6 +858,15 @@ class RunFolder:
             lines = [f"# run {self.run_id}\n", *kept]
             write_atomically(self.log_file, lambda f: f.write("".join(lines).encode()))
         return step
+
+    def set_aside(self, step):
+        """Rename the checkpoint of `step` to diverged_NNNNN.pt, out of --resume's way; say so, or ''."""
+        path = os.path.join(self.dir, f"model_{step:05d}.pt")
+        if not (self.master and os.path.exists(path)):
+            return ""
+        aside = os.path.join(self.dir, f"diverged_{step:05d}.pt")
+        os.replace(path, aside)
+        return f" ({path}, the weights that gave it, is now {aside})"
 
     def print(self, text):
         """print(text), and the same line in console.txt after the time: the output outlives the terminal (a hang-up

@@ -17,7 +17,7 @@ import pytest
 
 from try_it import make_stand_ins, run
 from walkthrough.cli import check_series as check
-from walkthrough.narration import read
+from walkthrough.narration import TRY_IT, read
 from walkthrough.patches import build, read_steps
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +70,10 @@ def test_series_is_sound():
 def test_narration_has_every_part(patch):
     read(patch.narration)  # a Try it block, a What-you-should-see block, stand-ins labelled as such
     assert "**Requires**" in patch.narration, "no **Requires** line"
+    # the checks split the commands themselves; a learner pastes them into bash, which must accept them as written
+    block = TRY_IT.search(patch.narration).group(1)
+    parsed = subprocess.run(["bash", "-n"], input=block, capture_output=True, text=True)
+    assert parsed.returncode == 0, f"the Try-it is not valid bash: {parsed.stderr.strip()}"
 
 
 def test_two_parts():

@@ -371,6 +371,31 @@ def test_logits_are_not_kept_when_only_the_loss_is_needed(tmp_path, monkeypatch)
     )  # 3 validations of 2 batches; 2 steps of 2 micro-steps, 2 checks each
 
 
+def test_a_diverged_step_is_never_resumed_and_a_lower_max_lr_goes_on(tmp_path):
+    """--max-lr 1e30: step 0's update leaves huge but finite weights, whose loss at step 1 is not finite. The run stops
+    before step 1's update and sets aside the checkpoint of step 1 (exactly those weights), so that the advice it
+    prints can be followed: --resume with a lower --max-lr trains on, with finite losses."""
+    log_dir = tmp_path / "nan"
+    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 4 --device cpu".split()]
+    common += ["--checkpoint-every", "1", "--log-dir", str(log_dir)]
+    diverged = run([*common, "--max-lr", "1e30"])
+    assert diverged.returncode == 1 and "Traceback" not in diverged.stderr, diverged.stderr
+    assert "at step 1: stopped before the update" in diverged.stderr
+    assert not list(log_dir.glob("model_*.pt"))
+    aside = torch.load(log_dir / "diverged_00001.pt", weights_only=True)
+    assert aside["step"] == 1 and max(float(w.abs().max()) for w in aside["model"].values()) > 1e20
+
+    resumed = run([*common, "--max-lr", "1e-3", "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    losses = train_losses(log_dir)
+    assert sorted(losses) == [0, 1, 2, 3] and all(math.isfinite(loss) for loss in losses.values())
+
+    # from a checkpoint, another --max-lr is allowed, and said to change the run
+    lowered = run([*common, "--max-lr", "5e-4", "--resume", str(log_dir / "model_00002.pt")])
+    assert lowered.returncode == 0, lowered.stderr
+    assert "was trained with --max-lr 0.001: from step 2 on, this run changes it to 0.0005" in lowered.stderr
+
+
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 60 --device cpu".split()]
     common += ["--val-every", "20"]
