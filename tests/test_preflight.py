@@ -128,7 +128,10 @@ def test_only_preflight_reads_every_byte(capsys, shards, tmp_path):
 @pytest.mark.parametrize(
     "flags, problem",
     [
-        (["--weight-decay", "0.2"], "was trained with --weight-decay 0.1 (this run: 0.2): pass its settings to --resume it"),
+        (
+            ["--weight-decay", "0.2"],
+            "was trained with --weight-decay 0.1 (this run: 0.2): pass its settings to --resume it",
+        ),
         (["--n-layer", "3"], "is a model with n_layer 2 (this run: 3): pass its sizes"),
     ],
 )
