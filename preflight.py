@@ -72,7 +72,9 @@ def verify_shards(folder):
 
 def check_batch(plan):
     args = plan.args
-    plan.grad_accum_steps = train_gpt2.micro_steps(args.total_batch, args.batch_size, args.seq_len, plan.world_size)
+    plan.grad_accum_steps = train_gpt2.micro_steps(
+        args.total_batch, args.batch_size, args.seq_len, plan.world_size, args.max_steps
+    )
     micro = args.batch_size * args.seq_len * plan.world_size
     return (
         f"B {args.batch_size} x T {args.seq_len} x world {plan.world_size} = {micro:,} tokens per micro-step; "

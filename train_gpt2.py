@@ -467,7 +467,7 @@ def train(args):
 
     # ---- the batch: B*T tokens per micro-step per process, accumulated up to total_batch tokens per step
     B, T = args.batch_size, args.seq_len
-    grad_accum_steps = micro_steps(args.total_batch, B, T, world_size)
+    grad_accum_steps = micro_steps(args.total_batch, B, T, world_size, args.max_steps)
 
     # ---- the data, and the folder this run writes (a fresh run never writes over another)
     min_tokens, seed = B * T * world_size + 1, args.seed if args.shuffle else None
@@ -633,15 +633,18 @@ def setup_distributed(device):
     return ddp, rank, local_rank, world_size, device
 
 
-def micro_steps(total_batch, B, T, world_size):
+def micro_steps(total_batch, B, T, world_size, max_steps):
     """How many B*T micro-batches each of world_size processes adds up to make total_batch tokens a step, or an
-    error naming the nearest --total-batch (and -B) that works: 2**19 tokens at B=64, T=1024 fit 1, 2, 4 or 8 GPUs."""
+    error naming a -B that keeps the run, and a --total-batch with the --max-steps that keeps its tokens."""
     tokens = B * T * world_size  # one micro-step of all processes
     if total_batch % tokens == 0:
         return total_batch // tokens
-    hint = f"--total-batch {max(1, round(total_batch / tokens)) * tokens}"
+    other = max(1, round(total_batch / tokens)) * tokens
+    # another total batch is another experiment (other steps, another schedule); the right --max-steps keeps its tokens
+    keep = round(total_batch * max_steps / other)
+    hint = f"--total-batch {other} --max-steps {keep} (the same tokens in other steps)"
     if smaller := [b for b in range(B - 1, 0, -1) if total_batch % (b * T * world_size) == 0]:
-        hint += f" or -B {smaller[0]}"
+        hint = f"-B {smaller[0]} (the same run), or {hint}"
     raise UserError(
         f"--total-batch {total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size} = {tokens}: pass {hint}"
     )

@@ -128,23 +128,29 @@ def test_one_named_gpu_for_several_ranks_is_refused(gpus):
 @pytest.mark.parametrize(
     "gpus, advice",
     [
-        (3, "pass --total-batch 589824"),  # 512 sequences of 1024 tokens do not split in 3: only another total does
-        (6, "pass --total-batch 393216"),
-        (7, "pass --total-batch 458752"),
-        (16, "pass --total-batch 1048576 or -B 32"),  # 32 sequences per GPU, 1 micro-step
+        # 512 sequences of 1024 tokens do not split in 3: only another total does, with the steps that keep the tokens
+        (3, "pass --total-batch 589824 --max-steps 16954 (the same tokens in other steps)"),
+        (6, "pass --total-batch 393216 --max-steps 25431 (the same tokens in other steps)"),
+        (7, "pass --total-batch 458752 --max-steps 21798 (the same tokens in other steps)"),
+        # 32 sequences per GPU, 1 micro-step: the same run
+        (16, "pass -B 32 (the same run), or --total-batch 1048576 --max-steps 9536 (the same tokens in other steps)"),
     ],
 )
 def test_a_total_batch_that_does_not_split_names_one_that_does(gpus, advice):
-    with pytest.raises(UserError, match=rf"is not a multiple of B\*T\*processes = 64\*1024\*{gpus} = \d+: {advice}$"):
-        train_gpt2.micro_steps(524288, 64, 1024, gpus)
-    train_gpt2.micro_steps(int(advice.split()[2]), 64, 1024, gpus)  # the advice works
+    with pytest.raises(
+        UserError, match=rf"is not a multiple of B\*T\*processes = 64\*1024\*{gpus} = \d+: {re.escape(advice)}$"
+    ):
+        train_gpt2.micro_steps(524288, 64, 1024, gpus, 19073)
+    total, steps = (int(n) for n in re.findall(r"--total-batch (\d+) --max-steps (\d+)", advice)[0])
+    assert train_gpt2.micro_steps(total, 64, 1024, gpus, steps)  # the advice works
+    assert abs(total * steps / (524288 * 19073) - 1) < 1e-4  # and keeps the run's tokens
     if "-B" in advice:
-        train_gpt2.micro_steps(524288, int(advice.split()[-1]), 1024, gpus)
+        train_gpt2.micro_steps(524288, int(re.search(r"-B (\d+)", advice)[1]), 1024, gpus, 19073)
 
 
 def test_a_total_batch_that_splits():
     for gpus, steps in [(1, 8), (2, 4), (4, 2), (8, 1)]:
-        assert train_gpt2.micro_steps(524288, 64, 1024, gpus) == steps
+        assert train_gpt2.micro_steps(524288, 64, 1024, gpus, 19073) == steps
 
 
 # ---- the hot loop: one collective a step, batches to a GPU without waiting for it

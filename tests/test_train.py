@@ -603,7 +603,7 @@ def test_corrupt_and_truncated_shards(tmp_path):
 def test_impossible_batch_and_bad_flags(tmp_path):
     proc = assert_fails(
         run(["--preset", "cpu", "--total-batch", "1000", "--log-dir", str(tmp_path)]),
-        "--total-batch 1000 is not a multiple of B*T*processes = 8*64*1 = 512: pass --total-batch 1024",
+        "--total-batch 1000 is not a multiple of B*T*processes = 8*64*1 = 512: pass --total-batch 1024 --max-steps 20",
     )
     assert len(proc.stderr.strip().splitlines()) == 1
     assert_fails(run(["--preset", "d99"]), "invalid choice")
