@@ -18,6 +18,13 @@ from train_gpt2 import positive_float, read_log
 GPT2_124M_VAL_LOSS = 3.2924
 GPT2_124M_HELLASWAG = 0.2955
 GPT3_124M_HELLASWAG = 0.337
+# what a run logs at every step besides its loss: a spike in the loss shows first in the gradient norm
+HEALTH = {
+    "lr": "learning rate",
+    "norm": "gradient norm (before clipping)",
+    "tok_s": "tokens per second",
+    "mfu": "MFU (%)",
+}
 # the loss axis leaves out the first tenth of the run: the fall from ~10.8 would squash the tenths of a nat that
 # separate a finished run from the bar to a sliver at the bottom
 ZOOM_FROM = 0.1
@@ -58,15 +65,23 @@ def zoomed(series, baseline):
 
 
 def plot(series, fineweb, full):
-    """The figure: losses, and HellaSwag beside them when the run scored it."""
+    """The figure: losses, and HellaSwag beside them when the run scored it; below, the run's health, where logged."""
     from matplotlib.figure import Figure  # a figure of our own (no pyplot): --watch draws one per refresh
 
     panels = 2 if series["hella"] else 1  # a run without HellaSwag (the cpu preset) gets no empty panel
-    fig = Figure(figsize=(7 * panels, 5))
-    axes = fig.subplots(1, panels, squeeze=False)[0]
-    plot_loss(axes[0], series, GPT2_124M_VAL_LOSS if fineweb else None, full)
+    health = [kind for kind in HEALTH if series[kind]]
+    columns = max(panels, len(health))
+    fig = Figure(figsize=(5 * columns, 4 * (1 + bool(health))))
+    axes = fig.subplots(1 + bool(health), columns, squeeze=False)
+    top, bottom = axes[0], axes[1] if health else []
+    plot_loss(top[0], series, GPT2_124M_VAL_LOSS if fineweb else None, full)
     if series["hella"]:
-        plot_hellaswag(axes[1], series["hella"])
+        plot_hellaswag(top[1], series["hella"])
+    for ax, kind in zip(bottom, health):
+        ax.plot(*zip(*series[kind]))
+        ax.set(xlabel="step", title=HEALTH[kind])
+    for ax in [*top[panels:], *bottom[len(health) :]]:  # places left empty
+        ax.set_axis_off()
     fig.tight_layout()
     return fig
 

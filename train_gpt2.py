@@ -477,7 +477,7 @@ def train(args):
     run = RunFolder(args, master_process, device)
     if finished := run.finished():  # its last evaluation and samples are in its logs already: nothing to add
         if master_process:
-            run.print(f"{run.dir}: the run is done: {finished}")
+            print(f"{run.dir}: the run is done: {finished}")
         return
 
     # ---- the model
@@ -496,14 +496,14 @@ def train(args):
 
     if master_process:
         n_params = sum(p.numel() for p in raw_model.parameters())
-        run.print(
+        print(
             f"{n_params / 1e6:.2f}M parameters on {device} x{world_size} | {dtype} | grad accum {grad_accum_steps} | "
             f"steps {start_step}..{args.max_steps}" + (f" | resumed from step {start_step}" if start_step else "")
         )
     min_lr = args.max_lr * args.min_lr_ratio
     mfu = MFU(raw_model, T, device, world_size)
     if master_process:
-        run.print(mfu.basis())
+        print(mfu.basis())
     stop = StopRequest(device, ddp)  # from here on, SIGTERM, SIGHUP or Ctrl-C finish the step, save and exit
     step_times, eta = [], TimeLeft(args.max_steps)
 
@@ -517,23 +517,23 @@ def train(args):
             loss = val_loss(eval_model, val_loader, args.val_steps, device, autocast)
             loss = all_reduce_sum([loss.item()], device, ddp)[0] / world_size
             if master_process:
-                run.print(f"validation loss: {loss:.4f}")
+                print(f"validation loss: {loss:.4f}")
                 run.log(step, "val", f"{loss:.4f}")
         if hella_examples and (step % args.hellaswag_every == 0 or last_step) and not stop.requested():
             correct_norm, total = hellaswag_accuracy(eval_model, hella_examples, B, device, autocast, ddp)
             if master_process:
-                run.print(f"HellaSwag accuracy: {int(correct_norm)}/{int(total)}={correct_norm / total:.4f}")
+                print(f"HellaSwag accuracy: {int(correct_norm)}/{int(total)}={correct_norm / total:.4f}")
                 run.log(step, "hella", f"{correct_norm / total:.4f}")
         sampling = args.sample_every > 0 and step > 0 and (step % args.sample_every == 0 or last_step)
         if sampling and not stop.requested() and master_process:
             for i, text in enumerate(sample(raw_model, "Hello, I'm a language model,", 4, 32, device, 42, autocast)):
-                run.print(f"sample {i}: {text!r}")
+                print(f"sample {i}: {text!r}")
         if last_step:
             break
         if stop.requested():  # the weights after `step` steps: the checkpoint that --resume continues
             if master_process:
                 run.save_checkpoint(step, raw_model, optimizer, train_loader)
-                run.print(f"stopped at step {step}: resume with --resume")
+                print(f"stopped at step {step}: resume with --resume")
             break
 
         # ---- one optimization step
@@ -570,21 +570,25 @@ def train(args):
 
         # ---- log, and a checkpoint every checkpoint_every steps and at the end
         if master_process:
-            run.print(
+            print(
                 f"step {step:5d} | loss {loss:.6f} | lr {lr:.4e} | norm {norm:.4f} | dt {1000 * dt:.1f}ms | "
                 f"tok/sec {tokens_per_sec:.0f}{mfu(tokens_per_sec)}{eta(step, dt)}"
             )
             run.log(step, "train", f"{loss:.6f}")
+            for kind, value in [("lr", f"{lr:.4e}"), ("norm", f"{norm:.4f}"), ("tok_s", f"{tokens_per_sec:.0f}")]:
+                run.log(step, kind, value)
+            if mfu.tflops:
+                run.log(step, "mfu", f"{mfu.percent(tokens_per_sec):.1f}")
         if master_process and checkpoint_due(step + 1, args.checkpoint_every, args.max_steps):
             run.save_checkpoint(step + 1, raw_model, optimizer, train_loader)
 
     if ddp:  # DDP keeps the copies one model only if every rank takes the same steps: check that they did
         drift = replica_drift(raw_model)
         if master_process:
-            run.print(f"replicas differ by at most {drift:.3e}")
+            print(f"replicas differ by at most {drift:.3e}")
     if master_process and len(step_times) > 1:
         dt = sum(step_times[1:]) / len(step_times[1:])  # the first step pays for compilation and warm-up
-        run.print(
+        print(
             f"mean step after the first: {1000 * dt:.1f}ms, {args.total_batch / dt:.0f} tok/sec"
             f"{mfu(args.total_batch / dt)}"
         )
@@ -785,6 +789,7 @@ class RunFolder:
         if master_process:  # checked, so now the folder is ours: a second writer is refused until we exit
             os.makedirs(self.dir, exist_ok=True)
             self.lock = lock_folder(self.dir)
+            Console.start(self.console_file)  # from here on, what the run prints is also in console.txt
             if args.resume and not self.checkpoint:
                 print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
             if args.tensorboard:  # a resumed run hides what the interrupted one logged after its checkpoint
@@ -871,19 +876,6 @@ class RunFolder:
         os.replace(path, aside)
         return f" ({path}, the weights that gave it, is now {aside})"
 
-    def print(self, text):
-        """print(text), and the same line in console.txt after the time: the output outlives the terminal (a hang-up
-        sends stdout to /dev/null) and the scrollback of tmux."""
-        try:
-            print(text, flush=True)
-        except OSError as e:
-            if e.errno != errno.EIO:
-                raise
-            # the terminal hung up before its SIGHUP reached us (torchrun forwards it a moment later): take it now
-            signal.raise_signal(signal.SIGHUP)
-        with open(self.console_file, "a", encoding="utf-8") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
-
     def log(self, step, kind, value):
         with open(self.log_file, "a") as f:
             f.write(f"{step} {kind} {value}\n")
@@ -905,7 +897,60 @@ class RunFolder:
         write_atomically(os.path.join(self.dir, f"model_{step:05d}.pt"), lambda f: torch.save(state, f))
 
 
-TENSORBOARD_TAGS = {"train": "loss/train", "val": "loss/val", "hella": "hellaswag/acc_norm"}  # log.txt's kinds
+# log.txt's kinds: the losses and HellaSwag, and at every step what tells a healthy run from a sick one
+TENSORBOARD_TAGS = {
+    "train": "loss/train",
+    "val": "loss/val",
+    "hella": "hellaswag/acc_norm",
+    "lr": "optim/lr",
+    "norm": "optim/grad_norm",
+    "tok_s": "speed/tokens_per_sec",
+    "mfu": "speed/mfu_percent",
+}
+
+
+class Console:
+    """What the run prints, on stdout and stderr, also goes to console.txt, each line after the time it was printed:
+    the output outlives the terminal (a hang-up sends it to /dev/null) and tmux's scrollback, errors included."""
+
+    streams = None  # sys.stdout and sys.stderr as they were, while the copy is on
+
+    def __init__(self, stream, file):
+        self.stream, self.file, self.line = stream, file, ""
+
+    @classmethod
+    def start(cls, path):
+        file = open(path, "a", encoding="utf-8")  # appended to: a resumed run's output follows on
+        cls.streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = cls(sys.stdout, file), cls(sys.stderr, file)
+
+    @classmethod
+    def stop(cls):
+        if cls.streams:
+            sys.stdout.file.close()
+            sys.stdout, sys.stderr = cls.streams
+            cls.streams = None
+
+    def write(self, text):
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError as e:
+            if e.errno != errno.EIO:
+                raise
+            # the terminal hung up before its SIGHUP reached us (torchrun forwards it a moment later): take it now
+            signal.raise_signal(signal.SIGHUP)
+        *lines, self.line = (self.line + text).split("\n")
+        for line in lines:
+            self.file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+        self.file.flush()
+        return len(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def __getattr__(self, name):  # isatty, fileno, encoding...: the terminal's
+        return getattr(self.stream, name)
 
 
 def summary_writer():
@@ -1040,11 +1085,12 @@ class MFU:
         gpus = f"{self.world_size} x {self.tflops} TFLOPS ({self.device_name}: {self.about})"
         return f"mfu: {self.flops_per_token / 1e9:.3f} GFLOPs per token against {gpus}"
 
+    def percent(self, tokens_per_sec):
+        return 100 * self.flops_per_token * tokens_per_sec / (self.tflops * 1e12 * self.world_size)
+
     def __call__(self, tokens_per_sec):
         """' | mfu 41.3%' for the printed lines, or nothing where the peak is unknown (a CPU, another GPU)."""
-        if not self.tflops:
-            return ""
-        return f" | mfu {100 * self.flops_per_token * tokens_per_sec / (self.tflops * 1e12 * self.world_size):.1f}%"
+        return f" | mfu {self.percent(tokens_per_sec):.1f}%" if self.tflops else ""
 
 
 class TimeLeft:
@@ -1195,6 +1241,8 @@ def main(argv=None):
             raise
         traceback.print_exc()  # a bug on one rank: its traceback, then out at once (below)
         code = 1
+    finally:
+        Console.stop()  # after the error's line, which console.txt holds too
     if dist.is_initialized():
         leave_process_group(code)
     return code

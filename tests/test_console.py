@@ -61,6 +61,26 @@ def test_console_holds_every_printed_line_with_its_time_and_resume_appends(tmp_p
     assert steps[-1].endswith("| eta 0 s")
 
 
+def test_console_holds_the_error_that_stops_a_run_and_log_txt_its_health(tmp_path, capsys):
+    """A run stopped by a mistake ends its console.txt with the error line, as the terminal showed it; log.txt holds
+    the learning rate, the gradient norm and the throughput of every step it took."""
+    data = tmp_path / "input.txt"
+    data.write_text((ROOT / "input.txt").read_text()[:100_000])
+    log_dir = tmp_path / "nan"
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        status = train_gpt2.main([*TINY, "--data", str(data), "--log-dir", str(log_dir), "--max-lr", "1e30"])
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert status == 1 and error.startswith("train_gpt2.py: error: loss nan, gradient norm nan at step 1:")
+    assert STAMP.fullmatch(console := (log_dir / "console.txt").read_text().splitlines()[-1])[2] == error, console
+    assert not isinstance(sys.stdout, train_gpt2.Console)  # the copy ended with the run
+    kinds = [line.split()[1] for line in (log_dir / "log.txt").read_text().splitlines()[1:] if line.startswith("0 ")]
+    assert kinds == ["val", "train", "lr", "norm", "tok_s"], kinds  # mfu only where the peak is known
+
+
 def test_time_left_goes_by_the_pace_since_the_first_step(monkeypatch):
     clock = [1000.0, 1010.0, 1030.0, 1060.0]  # when each step ends
     monkeypatch.setattr(train_gpt2.time, "time", lambda: clock[0] if len(clock) == 1 else clock.pop(0))
@@ -87,7 +107,7 @@ def test_tensorboard_holds_what_log_txt_holds_once_after_a_resume(tmp_path, trai
     train("--max-steps", 4, "--checkpoint-every", 2, "--log-dir", log_dir, "--tensorboard", "--resume")
     events = EventAccumulator(str(log_dir / "tensorboard"))
     events.Reload()
-    for kind, tag in [("train", "loss/train"), ("val", "loss/val")]:
+    for kind, tag in [("train", "loss/train"), ("val", "loss/val"), ("lr", "optim/lr"), ("norm", "optim/grad_norm")]:
         steps, values = zip(*[(e.step, e.value) for e in events.Scalars(tag)])
         expected_steps, expected_values = zip(*logged(log_dir, kind))
         assert steps == expected_steps  # each step once: the resumed run's, not the killed one's too

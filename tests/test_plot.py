@@ -110,3 +110,16 @@ def test_watch_needs_a_positive_interval(tmp_path, capsys, seconds):
     with pytest.raises(SystemExit) as exit:
         plot_log.main([str(tmp_path), "--watch", seconds])
     assert exit.value.code == 1 and "--watch" in capsys.readouterr().err
+
+
+def test_the_run_s_health_gets_a_row_of_its_own(tmp_path):
+    log = tmp_path / "log.txt"
+    health = "".join(
+        f"{step} lr {6e-4 * (step + 1) / 10:.4e}\n{step} norm {5.0 / (step + 1):.4f}\n" for step in range(10)
+    )
+    log.write_text(log_lines(10, val_every=5, hella_every=5) + health)
+    fig = plot_log.plot(plot_log.read_series(log), fineweb=False, full=False)
+    loss, hella, lr, norm = [ax for ax in fig.axes if ax.axison]
+    assert (lr.get_title(), norm.get_title()) == ("learning rate", "gradient norm (before clipping)")
+    assert list(norm.get_lines()[0].get_ydata()) == pytest.approx([5.0 / (step + 1) for step in range(10)], abs=1e-4)
+    assert len(fig.axes) == 4  # two rows of two: no place left empty
