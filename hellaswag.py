@@ -27,7 +27,7 @@ from hellaswag_scoring import (
     load_examples,
     render,
 )
-from train_gpt2 import GPT, pick_device
+from train_gpt2 import load_model, pick_device
 
 try:  # lm-eval is optional (pip install -e ".[eval]"): only --harness needs it
     import lm_eval.models  # noqa: F401  lm-eval lists its own models only in an empty registry: before ours
@@ -39,18 +39,7 @@ except ImportError:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- models: OpenAI's through transformers, or ours from a checkpoint
-
-
-def load_model(pretrained="gpt2", checkpoint=None):
-    """Our GPT with one of our checkpoints, or with OpenAI's weights (a name, or a local transformers folder)."""
-    if checkpoint:
-        return GPT.from_checkpoint(checkpoint)
-    try:
-        return GPT.from_pretrained(pretrained)
-    except (OSError, ValueError, KeyError) as e:  # no such model or folder, no network, a broken config or weights
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(f"cannot load model {pretrained!r}: {reason}") from None
+# ---- one example, ending by ending (--show)
 
 
 @torch.no_grad()

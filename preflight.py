@@ -21,7 +21,18 @@ import torch
 
 import train_gpt2
 from common import ArgumentParser, UserError, count, lock_folder
-from train_gpt2 import GPT, DataLoaderLite, GPTConfig, RunFolder, compile_on, duration, run_dtype
+from train_gpt2 import (
+    GPT,
+    DataLoaderLite,
+    GPTConfig,
+    RunFolder,
+    accumulate_gradients,
+    autocast_for,
+    compile_on,
+    duration,
+    load_model,
+    run_dtype,
+)
 
 MEASURED_STEPS = 3  # timed after one warm-up step (compilation, allocator, caches)
 
@@ -95,7 +106,7 @@ def check_device(plan):
             name += f" on each of {plan.world_size // gpus} machines"
     else:
         name = f"{device} x{plan.world_size}"
-    dtype = run_dtype(args, kind)
+    dtype = run_dtype(args.dtype, kind)
     if dtype == "bfloat16" and kind == "cuda" and not torch.cuda.is_bf16_supported():
         raise UserError(f"{torch.cuda.get_device_name(0)} has no bfloat16: pass --dtype float32")
     compiled = compile_on(args, kind)
@@ -165,14 +176,13 @@ def check_time(plan):
     if plan.train_shards is None or device is None or plan.grad_accum_steps is None:
         raise UserError("not measured: the data, batch and device checks must pass first")
     device_type = torch.device(device).type
-    dtype = run_dtype(args, device_type)
     torch.manual_seed(args.seed)
-    model = (GPT.from_pretrained(args.pretrained) if args.pretrained else GPT(plan.config)).to(device)
+    model = load_model(pretrained=args.pretrained, config=plan.config).to(device)
     optimizer = model.configure_optimizers(args.weight_decay, args.max_lr, device_type)
     if compile_on(args, device_type):
         model = torch.compile(model)
     loader = DataLoaderLite(plan.train_shards, args.batch_size, args.seq_len, seed=args.seed)
-    autocast = torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+    autocast = autocast_for(device_type, run_dtype(args.dtype, device_type))
     times = [
         timed_step(model, optimizer, loader, plan.grad_accum_steps, device, autocast) for _ in range(1 + MEASURED_STEPS)
     ]
@@ -186,14 +196,10 @@ def check_time(plan):
 
 
 def timed_step(model, optimizer, loader, grad_accum_steps, device, autocast):
-    """Seconds for one optimizer step as the run takes it (without DDP's all-reduce between processes)."""
+    """Seconds for one optimizer step as the run takes it, with its own micro-steps (without DDP's all-reduce)."""
     started = time.time()
     optimizer.zero_grad(set_to_none=True)
-    for _ in range(grad_accum_steps):
-        x, y = loader.next_batch()
-        with autocast:  # only the loss, as in the run: kept logits would inflate the memory figure
-            loss = model(train_gpt2.to_device(x, device), train_gpt2.to_device(y, device))[1]
-        (loss / grad_accum_steps).backward()
+    accumulate_gradients(model, loader, grad_accum_steps, device, autocast, ddp=False)
     optimizer.step()
     if device.startswith("cuda"):
         torch.cuda.synchronize()

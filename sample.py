@@ -12,30 +12,17 @@ import os
 import sys
 
 import tiktoken
-import torch
 
 from common import ArgumentParser, UserError, count, run_cli
-from train_gpt2 import GPT, pick_device, random_seed, sample
+from train_gpt2 import autocast_for, load_model, pick_device, random_seed, run_dtype, sample
 
 OPENAI_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 
 
-def load_model(name_or_path):
-    """Our GPT from a checkpoint file, or from OpenAI's weights (a name, or a local transformers folder)."""
-    if name_or_path not in OPENAI_MODELS and not os.path.isdir(name_or_path):
-        return GPT.from_checkpoint(name_or_path)
-    try:
-        return GPT.from_pretrained(name_or_path)
-    except ImportError:
-        raise UserError(f"{name_or_path} is loaded by transformers: pip install -e '.[hf]'") from None
-    except (OSError, ValueError, KeyError) as e:  # no network and no cached copy, a broken folder
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(f"cannot load model {name_or_path!r}: {reason}") from None
-
-
 def run(args):
     device = pick_device(args.device)
-    model = load_model(args.model).to(device)
+    checkpoint = args.model not in OPENAI_MODELS and not os.path.isdir(args.model)  # else transformers' weights
+    model = (load_model(checkpoint=args.model) if checkpoint else load_model(pretrained=args.model)).to(device)
     try:
         prompt_tokens = len(tiktoken.get_encoding("gpt2").encode(args.prompt))
     except ValueError as e:  # tiktoken refuses special tokens such as <|endoftext|> written out in the text
@@ -47,9 +34,8 @@ def run(args):
     if args.top_k > model.config.vocab_size:
         raise UserError(f"--top-k {args.top_k}: the model has only {model.config.vocab_size} tokens to choose among")
 
-    def autocast():  # as in training: bfloat16 on a CUDA GPU, full float32 elsewhere
-        return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=device.startswith("cuda"))
-
+    device_type = device.split(":")[0]
+    autocast = autocast_for(device_type, run_dtype(None, device_type))  # as the run's default: bfloat16 on a GPU
     texts = sample(model, args.prompt, args.num, args.length, device, args.seed, autocast, args.top_k)
     for i, text in enumerate(texts):
         print(f"sample {i}: {text!r}")

@@ -446,9 +446,14 @@ def flops_per_token(model, T):
 # ---- the run
 
 
-def run_dtype(args, device_type):
-    """The autocast dtype: --dtype, else bfloat16 on a CUDA GPU and full float32 elsewhere."""
-    return args.dtype or ("bfloat16" if device_type == "cuda" else "float32")
+def run_dtype(flag, device_type):
+    """The autocast dtype: the --dtype flag's, else bfloat16 on a CUDA GPU and full float32 elsewhere."""
+    return flag or ("bfloat16" if device_type == "cuda" else "float32")
+
+
+def autocast_for(device_type, dtype):
+    """The run's autocast, as a context to enter around each forward: bfloat16, or nothing at all for float32."""
+    return lambda: torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
 
 def compile_on(args, device_type):
@@ -456,14 +461,49 @@ def compile_on(args, device_type):
     return device_type == "cuda" if args.compile is None else args.compile
 
 
+def load_model(pretrained=None, checkpoint=None, config=None):
+    """Our GPT: with one of our checkpoints, with OpenAI's weights (a name, or a local transformers folder), or freshly
+    initialised in config's shape. The one way every script builds the model."""
+    if checkpoint:
+        return GPT.from_checkpoint(checkpoint)
+    if not pretrained:
+        return GPT(config)
+    try:
+        return GPT.from_pretrained(pretrained)
+    except ImportError:
+        raise UserError(f"{pretrained} is loaded by transformers: pip install -e '.[hf]'") from None
+    except (OSError, ValueError, KeyError) as e:  # no such model or folder, no network, a broken config or weights
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"cannot load model {pretrained!r}: {reason}") from None
+
+
+def accumulate_gradients(model, loader, grad_accum_steps, device, autocast, ddp):
+    """One optimization step's micro-steps: each batch's loss backpropagated, the gradients adding up. Returns this
+    rank's mean loss over them. The run's own code, which preflight.py times."""
+    loss_accum = torch.zeros((), device=device)
+    for micro_step in range(grad_accum_steps):
+        x, y = loader.next_batch()
+        x, y = to_device(x, device), to_device(y, device)
+        if ddp:
+            # all-reduce gradients on the last micro-step only; set before the forward, which arms DDP's hooks
+            model.require_backward_grad_sync = micro_step == grad_accum_steps - 1
+        with autocast():
+            # only the loss: logits kept in a variable would stay alive through the backward and into the next
+            # micro-step (B*T*vocab_size numbers: 6.6 GB in bfloat16 at B=64, T=1024)
+            loss = model(x, y)[1]
+        # cross_entropy averages over B*T tokens; dividing by the micro-steps makes the sum an average too
+        loss = loss / grad_accum_steps
+        loss_accum += loss.detach()
+        loss.backward()
+    return loss_accum
+
+
 def train(args):
     ddp, rank, local_rank, world_size, device = setup_distributed(args.device)
     master_process = rank == 0  # the one process that logs, samples and writes checkpoints
     device_type = device.split(":")[0]
-    dtype = run_dtype(args, device_type)
-
-    def autocast():
-        return torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+    dtype = run_dtype(args.dtype, device_type)
+    autocast = autocast_for(device_type, dtype)
 
     # ---- the batch: B*T tokens per micro-step per process, accumulated up to total_batch tokens per step
     B, T = args.batch_size, args.seq_len
@@ -484,7 +524,7 @@ def train(args):
     torch.manual_seed(args.seed)
     torch.set_float32_matmul_precision("high")  # TF32 matmuls on Ampere and newer: ~8x the float32 throughput
     config = GPTConfig(vocab_size=args.vocab_size, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd)
-    model = (GPT.from_pretrained(args.pretrained) if args.pretrained else GPT(config)).to(device)
+    model = load_model(pretrained=args.pretrained, config=config).to(device)
     optimizer = model.configure_optimizers(args.weight_decay, args.max_lr, device_type)
     start_step = run.restore(model, optimizer, train_loader)
     raw_model = model  # the plain module: for checkpoints and sampling
@@ -540,21 +580,7 @@ def train(args):
         t0 = time.time()
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        loss_accum = torch.zeros((), device=device)
-        for micro_step in range(grad_accum_steps):
-            x, y = train_loader.next_batch()
-            x, y = to_device(x, device), to_device(y, device)
-            if ddp:
-                # all-reduce gradients on the last micro-step only; set before the forward, which arms DDP's hooks
-                model.require_backward_grad_sync = micro_step == grad_accum_steps - 1
-            with autocast():
-                # only the loss: logits kept in a variable would stay alive through the backward and into the next
-                # micro-step (B*T*vocab_size numbers: 6.6 GB in bfloat16 at B=64, T=1024)
-                loss = model(x, y)[1]
-            # cross_entropy averages over B*T tokens; dividing by the micro-steps makes the sum an average too
-            loss = loss / grad_accum_steps
-            loss_accum += loss.detach()
-            loss.backward()
+        loss_accum = accumulate_gradients(model, train_loader, grad_accum_steps, device, autocast, ddp)
         loss = stop.sum_and_ask([loss_accum.item()])[0] / world_size  # and whether any rank was signalled
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # bounds the step a bad batch can take
         stop_if_not_finite(loss, norm, step, run)  # before the update: a NaN must not reach the weights
