@@ -21,6 +21,7 @@ import torch
 
 import train_gpt2
 from common import ArgumentParser, UserError, count, lock_folder
+from meters import duration
 from train_gpt2 import (
     GPT,
     DataLoaderLite,
@@ -29,7 +30,6 @@ from train_gpt2 import (
     accumulate_gradients,
     autocast_for,
     compile_on,
-    duration,
     load_model,
     run_dtype,
 )

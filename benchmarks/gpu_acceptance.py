@@ -626,7 +626,8 @@ def phase_final(plan, places, report, work):
 def mfu_row(plan, report, run, tok_s):
     import torch
 
-    from train_gpt2 import GPT, GPTConfig, flops_per_token
+    from meters import flops_per_token
+    from train_gpt2 import GPT, GPTConfig
 
     sizes = dict(zip(plan.model[::2], plan.model[1::2]))
     config = GPTConfig(
@@ -876,7 +877,7 @@ def describe_device(plan):
     info = {"torch": torch.__version__, "cuda": torch.version.cuda}
     if plan.device == "cpu":
         return info | {"name": "cpu", "part": None, "peak_tflops": None, "peak_reason": "a CPU", "count": plan.gpus}
-    from train_gpt2 import MFU
+    from meters import MFU
 
     props = torch.cuda.get_device_properties(0)
     tflops, about = MFU.lookup(props.name, props.multi_processor_count)  # the part's dense bf16 peak, as the run's

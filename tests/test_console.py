@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import meters
 import preflight
 import train_gpt2
 
@@ -84,7 +85,7 @@ def test_console_holds_the_error_that_stops_a_run_and_log_txt_its_health(tmp_pat
 def test_time_left_goes_by_the_pace_since_the_first_step(monkeypatch):
     clock = [1000.0, 1010.0, 1030.0, 1060.0]  # when each step ends
     monkeypatch.setattr(train_gpt2.time, "time", lambda: clock[0] if len(clock) == 1 else clock.pop(0))
-    eta = train_gpt2.TimeLeft(max_steps=500)
+    eta = meters.TimeLeft(max_steps=500)
     assert eta(0, 0.05) == " | eta 25 s"  # the first step: its own 0.05 s for each of the 499 left
     assert eta(1, 5.0) == " | eta 83.0 min"  # 10 s since the first: 10 s for each of the 498 left
     assert eta(2, 5.0) == " | eta 2.1 h"  # 30 s over 2 steps, evaluation included: 15 s each, 497 left

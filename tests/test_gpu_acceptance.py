@@ -100,7 +100,7 @@ def test_mfu_row_against_train_gpt2s_peak(tmp_path, name, sms, theirs, status):
     ga.mfu_row(plan, report, run, tok_s=400_000)
     (row,) = report.rows
     assert row["status"] == status
-    # 6N + 12 L C T FLOPs per token for GPT-2 124M with the padded vocabulary, at T=1024 (train_gpt2.flops_per_token)
+    # 6N + 12 L C T FLOPs per token for GPT-2 124M with the padded vocabulary, at T=1024 (meters.flops_per_token)
     n_params = 124_475_904 - 1024 * 768  # without the position embeddings
     per_token = 6 * n_params + 12 * 12 * 768 * 1024
     assert row["details"]["flops_per_token"] == per_token

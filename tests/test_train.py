@@ -15,6 +15,7 @@ import pytest
 import tiktoken
 import torch
 
+import meters
 import train_gpt2
 from train_gpt2 import GPT, DataLoaderLite, GPTConfig, get_lr, sample
 
@@ -181,7 +182,7 @@ def test_weight_decay_groups():
     ],
 )
 def test_mfu_peak_of_each_known_part(name, sms, part, tflops):
-    assert train_gpt2.MFU.lookup(name, sms) == (tflops, part)
+    assert meters.MFU.lookup(name, sms) == (tflops, part)
 
 
 @pytest.mark.parametrize(
@@ -198,7 +199,7 @@ def test_mfu_peak_of_each_known_part(name, sms, part, tflops):
     ],
 )
 def test_mfu_peak_unknown(name, sms, why):
-    tflops, reason = train_gpt2.MFU.lookup(name, sms)
+    tflops, reason = meters.MFU.lookup(name, sms)
     assert tflops is None and why in reason
 
 
@@ -206,14 +207,14 @@ def test_mfu_line_on_a_faked_gpu(monkeypatch):
     h100_pcie = type("Properties", (), {"name": "NVIDIA H100 PCIe", "multi_processor_count": 114})
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: h100_pcie)
     model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32))
-    mfu = train_gpt2.MFU(model, 64, "cuda:0", world_size=8)
-    per_token = train_gpt2.flops_per_token(model, 64)
+    mfu = meters.MFU(model, 64, "cuda:0", world_size=8)
+    per_token = meters.flops_per_token(model, 64)
     assert mfu.basis() == (
         f"mfu: {per_token / 1e9:.3f} GFLOPs per token against 8 x 756 TFLOPS (NVIDIA H100 PCIe: H100 PCIe)"
     )
     tokens_per_sec = 0.4 * 8 * 756e12 / per_token  # 40% of the eight GPUs' peak
     assert mfu(tokens_per_sec) == " | mfu 40.0%"
-    assert train_gpt2.MFU(model, 64, "cpu", world_size=1)(tokens_per_sec) == ""
+    assert meters.MFU(model, 64, "cpu", world_size=1)(tokens_per_sec) == ""
 
 
 # ---- data loader

@@ -22,6 +22,7 @@ PROJECT = Path(__file__).resolve().parent.parent  # the project root holds walkt
 SERIES_FILES = (
     "common.py",
     "train_gpt2.py",
+    "meters.py",
     "hellaswag_scoring.py",
     "hellaswag.py",
     "fineweb.py",
