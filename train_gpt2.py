@@ -757,7 +757,7 @@ def stop_if_not_finite(loss, norm, step, run):
     aside = run.set_aside(step)
     raise UserError(
         f"loss {loss}, gradient norm {float(norm)} at step {step}: stopped before the update{aside}; --resume "
-        "continues from the checkpoint before (with a lower --max-lr, say)"
+        "continues from the checkpoint before, if any (with a lower --max-lr, say)"
     )
 
 
