@@ -933,23 +933,23 @@ class Console:
     """What the run prints, on stdout and stderr, also goes to console.txt, each line after the time it was printed:
     the output outlives the terminal (a hang-up sends it to /dev/null) and tmux's scrollback, errors included."""
 
-    streams = None  # sys.stdout and sys.stderr as they were, while the copy is on
+    streams, file = None, None  # sys.stdout and sys.stderr as they were, and console.txt, while the copy is on
 
     def __init__(self, stream, file):
         self.stream, self.file, self.line = stream, file, ""
 
     @classmethod
     def start(cls, path):
-        file = open(path, "a", encoding="utf-8")  # appended to: a resumed run's output follows on
+        cls.file = open(path, "a", encoding="utf-8")  # appended to: a resumed run's output follows on
         cls.streams = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = cls(sys.stdout, file), cls(sys.stderr, file)
+        sys.stdout, sys.stderr = cls(sys.stdout, cls.file), cls(sys.stderr, cls.file)
 
     @classmethod
     def stop(cls):
         if cls.streams:
-            sys.stdout.file.close()
             sys.stdout, sys.stderr = cls.streams
-            cls.streams = None
+            cls.file.close()
+            cls.streams, cls.file = None, None
 
     def write(self, text):
         try:
