@@ -4,10 +4,12 @@ import argparse
 import contextlib
 import glob
 import hashlib
+import math
 import os
 import signal
 import sys
 import threading
+from argparse import ArgumentTypeError
 
 EOT = 50256  # <|endoftext|>: GPT-2's only special token, the last id; fineweb.py puts it before every document
 
@@ -138,3 +140,25 @@ def lock_folder(folder):
     f.write(f"{os.getpid()}\n")
     f.flush()
     return f
+
+
+def whole(text):
+    return 0 if float(text) == 0 else count(text)
+
+
+def random_seed(text):
+    if not 0 <= (value := int(text)) < 2**63:  # what numpy's and torch's generators take
+        raise ArgumentTypeError(f"expected a whole number from 0 to 2**63 - 1, got {text!r}")
+    return value
+
+
+def positive_float(text):
+    if not (math.isfinite(value := float(text)) and value > 0):
+        raise ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def fraction(text):
+    if not 0 <= (value := float(text)) <= 1:  # nan fails too
+        raise ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value

@@ -43,6 +43,7 @@ from huggingface_hub import HfFileSystem, snapshot_download
 from tqdm import tqdm
 
 from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, sha256_file, write_atomically
+from manifest import read_manifest, shard_problems
 
 FINEWEB = "HuggingFaceFW/fineweb-edu"
 # local files go through datasets' own builders, chosen by extension
@@ -475,42 +476,6 @@ def corpus_position(start, ends, pos):
 
 # ---- the manifest: what is in the folder, so that a rerun knows where to pick up
 
-SHARD_ENTRY = {"file": str, "tokens": int, "documents": int, "sha256": str, "resume_at": dict}
-
-
-def manifest_problem(manifest):
-    """What makes a manifest.json unusable (a hand edit, a damaged disk), or None; later code can trust its types."""
-    if not isinstance(manifest, dict):
-        return "not a JSON object"
-    for key, kind in {"settings": dict, "complete": bool, "shards": list}.items():
-        if not isinstance(manifest.get(key), kind):
-            return f"{key!r} is missing or not {kind.__name__}"
-    if manifest["complete"] and not isinstance(manifest.get("tokens"), int):
-        return "'tokens' is missing or not int"
-    for i, shard in enumerate(manifest["shards"]):
-        if not (
-            isinstance(shard, dict)
-            and all(isinstance(shard.get(key), kind) for key, kind in SHARD_ENTRY.items())
-            and all(isinstance(shard["resume_at"].get(key), int) for key in ("document", "token"))
-        ):
-            return f"shard entry {i} is not a shard entry"
-    return None
-
-
-def read_manifest(out):
-    path = out / "manifest.json"
-    if not path.exists():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
-        problem = f"not JSON: {e}"
-    else:
-        problem = manifest_problem(manifest)
-    if problem:
-        raise UserError(f"{path} is damaged ({problem}): delete {out} and rerun to start over")
-    return manifest
-
 
 def write_manifest(out, manifest):
     save_file(out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
@@ -715,25 +680,6 @@ def finish(args, corpus, manifest):
 
 
 # ---- verifying
-
-
-def shard_problems(path, expected):
-    try:
-        tokens = np.load(path, mmap_mode="r")
-    except Exception as e:  # a damaged header makes numpy raise ValueError, SyntaxError, tokenize.TokenError, ...
-        return [f"unreadable ({(str(e).splitlines() or [type(e).__name__])[0]})"]
-    problems = []
-    if tokens.dtype != np.uint16 or tokens.ndim != 1:
-        problems.append(f"a {tokens.dtype} array of shape {tokens.shape}, not uint16 tokens")
-    elif tokens.shape != (expected["tokens"],):
-        problems.append(f"{tokens.size:,} tokens, not {expected['tokens']:,}")
-    elif tokens.size and tokens.max() >= enc.n_vocab:
-        problems.append(f"token ids >= {enc.n_vocab}")
-    elif (documents := np.count_nonzero(tokens == EOT)) != expected["documents"]:
-        problems.append(f"{documents:,} <|endoftext|> tokens, not {expected['documents']:,}")
-    if sha256_file(path) != expected["sha256"]:
-        problems.append("sha256 differs")
-    return problems
 
 
 def verify(out):

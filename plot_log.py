@@ -10,8 +10,8 @@ import sys
 import time
 from collections import defaultdict
 
-from common import ArgumentParser, UserError, run_cli, write_atomically
-from train_gpt2 import positive_float, read_log
+from common import ArgumentParser, UserError, positive_float, run_cli, write_atomically
+from run_folder import read_log
 
 # the bars to beat: OpenAI's GPT-2 124M checkpoint on FineWeb-Edu val (the lecture's figure); on HellaSwag, GPT-2
 # 124M as hellaswag_scoring.py scores it (acc_norm 0.2955, the lecture's figure) and GPT-3 124M (the GPT-3 paper)

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import torch
 
+import run_folder
 import train_gpt2
 from common import ArgumentParser, UserError, count, lock_folder
+from manifest import read_manifest, shard_problems
 from meters import duration
 from train_gpt2 import (
     GPT,
@@ -68,13 +70,11 @@ def check_data(plan):
 def verify_shards(folder):
     """' (N shards match manifest.json)', each checked as `fineweb.py --verify` checks it (sha256 included), or a note
     that a folder without a manifest cannot be verified."""
-    import fineweb  # here: it imports datasets (about a second), which only a shard folder needs
-
-    manifest = fineweb.read_manifest(folder)
+    manifest = read_manifest(folder)
     if manifest is None:
         return " (no manifest.json: not made by fineweb.py, so not verified)"
     for shard in manifest["shards"]:
-        if problems := fineweb.shard_problems(folder / shard["file"], shard):
+        if problems := shard_problems(folder / shard["file"], shard):
             raise UserError(
                 f"{folder / shard['file']}: {'; '.join(problems)}: run python fineweb.py --verify --out {folder}"
             )
@@ -128,7 +128,7 @@ def compiler_missing():
 def check_run(plan):
     args = plan.args
     if args.tensorboard:
-        train_gpt2.summary_writer()  # the optional package is installed
+        run_folder.summary_writer()  # the optional package is installed
     if os.path.isdir(args.log_dir):  # a run going on in it holds its lock
         lock_folder(args.log_dir).close()
     run = RunFolder(args, master_process=False, device=None)  # the run's checks, without taking the folder

@@ -13,8 +13,8 @@ import sys
 
 import tiktoken
 
-from common import ArgumentParser, UserError, count, run_cli
-from train_gpt2 import autocast_for, load_model, pick_device, random_seed, run_dtype, sample
+from common import ArgumentParser, UserError, count, random_seed, run_cli
+from train_gpt2 import autocast_for, load_model, pick_device, run_dtype, sample
 
 OPENAI_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 

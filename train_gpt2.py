@@ -5,18 +5,13 @@ Reproduce GPT-2 (124M): the model, the data, the optimizer and the training run,
     torchrun --standalone --nproc_per_node=8 train_gpt2.py          # the real run on FineWeb-Edu 10B
 """
 
-import errno
 import glob
 import math
 import os
-import re
-import signal
 import sys
 import time
 import traceback
-import uuid
-import warnings
-from argparse import ArgumentTypeError, BooleanOptionalAction
+from argparse import BooleanOptionalAction
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,8 +24,11 @@ from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import hellaswag_scoring
-from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, write_atomically
+from common import EOT, ArgumentParser, UserError, count, fraction, positive_float, random_seed, run_cli, whole
+from manifest import read_manifest
 from meters import MFU, TimeLeft
+from run_folder import Console, RunFolder, load_weights, read_checkpoint
+from stopping import StopRequest, leave_process_group, stop_if_not_finite
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- model
@@ -175,7 +173,13 @@ class GPT(nn.Module):
     def from_checkpoint(cls, path):
         """Our GPT, with the weights of a checkpoint that train_gpt2.py wrote (log/model_NNNNN.pt)."""
         checkpoint = read_checkpoint(path)
-        model = cls(GPTConfig(**checkpoint["config"]))
+        try:
+            config = GPTConfig(**checkpoint["config"])
+        except TypeError as e:
+            raise UserError(f"{path}: its config does not fit GPTConfig ({e})") from None
+        if not all(type(v) is int and v > 0 for v in asdict(config).values()) or config.n_embd % config.n_head:
+            raise UserError(f"{path}: its config is not a model's shape ({asdict(config)})")
+        model = cls(config)
         load_weights(model, checkpoint["model"], path)
         return model
 
@@ -202,6 +206,76 @@ class GPT(nn.Module):
             choice = torch.multinomial(topk_probs, 1, generator=generator)  # (B, 1)
             idx = torch.cat((idx, torch.gather(topk_indices, -1, choice)), dim=1)
         return idx
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# ---- devices and processes: one process per GPU, one rank each
+
+
+def pick_device(device):
+    """'auto' -> cuda, then mps (Apple silicon), then cpu; a named device is checked to exist here."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise UserError(f"--device {device!r} is not a device: use auto, cpu, cuda, cuda:N or mps") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {device}: this machine has no CUDA GPU that torch can use (try --device cpu)")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise UserError(f"--device {device}: this machine has no Apple GPU that torch can use (try --device cpu)")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise UserError(f"--device {device}: only cpu, cuda and mps are supported")
+    return device
+
+
+def setup_distributed(device):
+    """(ddp, rank, local_rank, world_size, device). torchrun sets RANK; a plain `python` run has no process group."""
+    ddp = "RANK" in os.environ
+    rank, local_rank = int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0))
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    device = pick_device(device)
+    if world_size > 1 and device.startswith("cuda:"):
+        raise UserError(f"--device {device} would put all {world_size} processes on one GPU: pass --device cuda")
+    if device == "cuda":
+        # one GPU per process: local rank r takes GPU r, or the only one it sees where a launcher gives each process
+        # its own (CUDA_VISIBLE_DEVICES), where cuda:r would not exist
+        gpus = torch.cuda.device_count()
+        if 1 < gpus <= local_rank:  # two processes on one GPU: NCCL would refuse it later, and less clearly
+            raise UserError(f"local rank {local_rank} has no GPU of its own: this machine shows {gpus}")
+        device = f"cuda:{local_rank if gpus > 1 else 0}"
+    if device.startswith("cuda"):
+        torch.cuda.set_device(device)
+    if ddp:
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    return ddp, rank, local_rank, world_size, device
+
+
+def to_device(batch, device):
+    """A batch on the device. A plain copy to a GPU makes the host wait until the GPU has finished all the work queued
+    before it; from pinned (page-locked) memory and with non_blocking, the host goes on queueing the forward pass."""
+    if device.startswith("cuda"):
+        return batch.pin_memory().to(device, non_blocking=True)
+    return batch.to(device)
+
+
+def all_reduce_sum(values, device, ddp):
+    """Sum a list of numbers over all ranks (gloo has no AVG, so averages divide a sum)."""
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    if ddp:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()
+
+
+def replica_drift(model):
+    """The largest difference between a weight on any rank and the same weight on rank 0."""
+    drift = torch.zeros((), device=next(model.parameters()).device)
+    for p in model.parameters():
+        p0 = p.detach().clone()
+        dist.broadcast(p0, src=0)
+        drift = torch.maximum(drift, (p.detach() - p0).abs().max())
+    dist.all_reduce(drift, op=dist.ReduceOp.MAX)
+    return drift.item()
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -341,9 +415,7 @@ def check_shard_folder(data):
     """Refuse a folder fineweb.py has not finished, or whose .npy files are not the shards its manifest lists: a run
     on it would loop over partial data. Only names and sizes (the files' headers): `fineweb.py --verify` reads every
     byte. A folder without a manifest.json (shards from another tool) is taken as it is."""
-    import fineweb  # here: it imports datasets (about a second), which only a shard folder needs
-
-    manifest = fineweb.read_manifest(Path(data))
+    manifest = read_manifest(Path(data))
     if manifest is None:
         return
     verify = f"python fineweb.py --verify --out {data}"
@@ -492,6 +564,36 @@ def accumulate_gradients(model, loader, grad_accum_steps, device, autocast, ddp)
     return loss_accum
 
 
+def micro_steps(total_batch, B, T, world_size, max_steps):
+    """How many B*T micro-batches each of world_size processes adds up to make total_batch tokens a step, or an
+    error naming a -B that keeps the run, and a --total-batch with the --max-steps that keeps its tokens."""
+    tokens = B * T * world_size  # one micro-step of all processes
+    if total_batch % tokens == 0:
+        return total_batch // tokens
+    other = max(1, round(total_batch / tokens)) * tokens
+    # another total batch is another experiment (other steps, another schedule); the right --max-steps keeps its tokens
+    keep = round(total_batch * max_steps / other)
+    hint = f"--total-batch {other} --max-steps {keep} (the same tokens in other steps)"
+    if smaller := [b for b in range(B - 1, 0, -1) if total_batch % (b * T * world_size) == 0]:
+        hint = f"-B {smaller[0]} (the same run), or {hint}"
+    raise UserError(
+        f"--total-batch {total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size} = {tokens}: pass {hint}"
+    )
+
+
+def load_hellaswag(args):
+    try:
+        return hellaswag_scoring.load_examples(args.hellaswag_data or hellaswag_scoring.download())
+    except UserError as e:
+        raise UserError(
+            f"HellaSwag: {e} (or pass --hellaswag-data FILE, or turn it off with --hellaswag-every 0)"
+        ) from None
+
+
+def checkpoint_due(step, every, max_steps):
+    return step == max_steps or (every > 0 and step % every == 0)
+
+
 def train(args):
     ddp, rank, local_rank, world_size, device = setup_distributed(args.device)
     master_process = rank == 0  # the one process that logs, samples and writes checkpoints
@@ -575,7 +677,7 @@ def train(args):
         model.train()
         optimizer.zero_grad(set_to_none=True)
         loss_accum = accumulate_gradients(model, train_loader, grad_accum_steps, device, autocast, ddp)
-        loss = stop.sum_and_ask([loss_accum.item()])[0] / world_size  # and whether any rank was signalled
+        loss = all_reduce_sum([loss_accum.item()], device, ddp)[0] / world_size
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # bounds the step a bad batch can take
         stop_if_not_finite(loss, norm, step, run)  # before the update: a NaN must not reach the weights
         lr = get_lr(step, args.max_lr, min_lr, args.warmup_steps, args.max_steps)
@@ -615,448 +717,7 @@ def train(args):
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- plumbing
-
-
-def pick_device(device):
-    """'auto' -> cuda, then mps (Apple silicon), then cpu; a named device is checked to exist here."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    try:
-        kind = torch.device(device).type
-    except RuntimeError:
-        raise UserError(f"--device {device!r} is not a device: use auto, cpu, cuda, cuda:N or mps") from None
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--device {device}: this machine has no CUDA GPU that torch can use (try --device cpu)")
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise UserError(f"--device {device}: this machine has no Apple GPU that torch can use (try --device cpu)")
-    if kind not in ("cpu", "cuda", "mps"):
-        raise UserError(f"--device {device}: only cpu, cuda and mps are supported")
-    return device
-
-
-def setup_distributed(device):
-    """(ddp, rank, local_rank, world_size, device). torchrun sets RANK; a plain `python` run has no process group."""
-    ddp = "RANK" in os.environ
-    rank, local_rank = int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0))
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
-    device = pick_device(device)
-    if world_size > 1 and device.startswith("cuda:"):
-        raise UserError(f"--device {device} would put all {world_size} processes on one GPU: pass --device cuda")
-    if device == "cuda":
-        # one GPU per process: local rank r takes GPU r, or the only one it sees where a launcher gives each process
-        # its own (CUDA_VISIBLE_DEVICES), where cuda:r would not exist
-        gpus = torch.cuda.device_count()
-        if 1 < gpus <= local_rank:  # two processes on one GPU: NCCL would refuse it later, and less clearly
-            raise UserError(f"local rank {local_rank} has no GPU of its own: this machine shows {gpus}")
-        device = f"cuda:{local_rank if gpus > 1 else 0}"
-    if device.startswith("cuda"):
-        torch.cuda.set_device(device)
-    if ddp:
-        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-    return ddp, rank, local_rank, world_size, device
-
-
-def micro_steps(total_batch, B, T, world_size, max_steps):
-    """How many B*T micro-batches each of world_size processes adds up to make total_batch tokens a step, or an
-    error naming a -B that keeps the run, and a --total-batch with the --max-steps that keeps its tokens."""
-    tokens = B * T * world_size  # one micro-step of all processes
-    if total_batch % tokens == 0:
-        return total_batch // tokens
-    other = max(1, round(total_batch / tokens)) * tokens
-    # another total batch is another experiment (other steps, another schedule); the right --max-steps keeps its tokens
-    keep = round(total_batch * max_steps / other)
-    hint = f"--total-batch {other} --max-steps {keep} (the same tokens in other steps)"
-    if smaller := [b for b in range(B - 1, 0, -1) if total_batch % (b * T * world_size) == 0]:
-        hint = f"-B {smaller[0]} (the same run), or {hint}"
-    raise UserError(
-        f"--total-batch {total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size} = {tokens}: pass {hint}"
-    )
-
-
-def to_device(batch, device):
-    """A batch on the device. A plain copy to a GPU makes the host wait until the GPU has finished all the work queued
-    before it; from pinned (page-locked) memory and with non_blocking, the host goes on queueing the forward pass."""
-    if device.startswith("cuda"):
-        return batch.pin_memory().to(device, non_blocking=True)
-    return batch.to(device)
-
-
-def all_reduce_sum(values, device, ddp):
-    """Sum a list of numbers over all ranks (gloo has no AVG, so averages divide a sum)."""
-    t = torch.tensor(values, dtype=torch.float64, device=device)
-    if ddp:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return t.tolist()
-
-
-def replica_drift(model):
-    """The largest difference between a weight on any rank and the same weight on rank 0."""
-    drift = torch.zeros((), device=next(model.parameters()).device)
-    for p in model.parameters():
-        p0 = p.detach().clone()
-        dist.broadcast(p0, src=0)
-        drift = torch.maximum(drift, (p.detach() - p0).abs().max())
-    dist.all_reduce(drift, op=dist.ReduceOp.MAX)
-    return drift.item()
-
-
-def load_hellaswag(args):
-    try:
-        return hellaswag_scoring.load_examples(args.hellaswag_data or hellaswag_scoring.download())
-    except UserError as e:
-        raise UserError(
-            f"HellaSwag: {e} (or pass --hellaswag-data FILE, or turn it off with --hellaswag-every 0)"
-        ) from None
-
-
-class StopRequest:
-    """SIGTERM (a scheduler pre-empting us), SIGHUP (the terminal went away: a dropped SSH connection, which torchrun
-    forwards to its workers) or Ctrl-C: the run finishes its step, writes a checkpoint and exits. A second Ctrl-C
-    interrupts at once."""
-
-    def __init__(self, device, ddp):
-        self.device, self.ddp, self.signalled = device, ddp, False
-        self.stopping, self.answered = False, False  # what the ranks agreed, and whether nothing ran since
-        self.terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # stdout and stderr, where they are the terminal
-        signal.signal(signal.SIGTERM, self._handle)
-        signal.signal(signal.SIGINT, self._handle)
-        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # under nohup the run outlives the terminal
-            signal.signal(signal.SIGHUP, self._handle)
-
-    def _handle(self, signum, frame):
-        self.signalled = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if signum == signal.SIGHUP:  # a terminal that hung up fails every write: the rest of the output goes nowhere
-            nowhere = os.open(os.devnull, os.O_WRONLY)
-            for fd in self.terminal:
-                os.dup2(nowhere, fd)
-            os.close(nowhere)
-
-    def requested(self):
-        """Whether any rank was signalled: then all stop at the same point. Every rank asks at the same points; once
-        the answer is yes, it stays yes without asking again, and right after sum_and_ask it is already known."""
-        if not (self.stopping or self.answered):
-            self.stopping = all_reduce_sum([self.signalled], self.device, self.ddp)[0] > 0
-        self.answered = False
-        return self.stopping
-
-    def sum_and_ask(self, values):
-        """all_reduce_sum(values), asking in the same round-trip whether any rank was signalled: the step's loss
-        carries the question, so a step waits on one collective, not two."""
-        *sums, signalled = all_reduce_sum([*values, self.signalled], self.device, self.ddp)
-        self.stopping, self.answered = self.stopping or signalled > 0, True
-        return sums
-
-
-def stop_if_not_finite(loss, norm, step, run):
-    """Stop before the update if the loss or the gradient norm is not finite. The weights that gave it are this
-    step's checkpoint, if one was saved: it is set aside, so that --resume continues from the one before."""
-    if math.isfinite(loss) and math.isfinite(norm):
-        return
-    aside = run.set_aside(step)
-    raise UserError(
-        f"loss {loss}, gradient norm {float(norm)} at step {step}: stopped before the update{aside}; --resume "
-        "continues from the checkpoint before, if any (with a lower --max-lr, say)"
-    )
-
-
-def checkpoint_due(step, every, max_steps):
-    return step == max_steps or (every > 0 and step % every == 0)
-
-
-# besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
-# (--max-lr may change, with a word: a lower one is how a run goes on after a loss spike)
-RUN_SETTINGS = "data seq_len total_batch seed shuffle min_lr_ratio warmup_steps weight_decay".split()
-# what a checkpoint needs besides its weights and config to be resumed, and of which type
-RESUME_ENTRIES = {"optimizer": dict, "step": int, "loader": dict, "rng": torch.Tensor, "args": dict, "run_id": str}
-
-
-class RunFolder:
-    """The folder one run writes (--log-dir): log.txt (the metrics), console.txt (everything the run printed, with the
-    time) and checkpoints model_NNNNN.pt, held by one process at a time.
-
-    Each run has an id, at the top of its log and in each checkpoint, so --resume never continues a checkpoint or a
-    log of another run. A run stopped before its first checkpoint resumes from step 0.
-    """
-
-    def __init__(self, args, master_process, device):
-        self.args, self.dir, self.master = args, args.log_dir, master_process
-        self.log_file = os.path.join(self.dir, "log.txt")
-        self.console_file = os.path.join(self.dir, "console.txt")  # appended to: a resumed run's output follows on
-        if os.path.exists(self.dir) and not os.path.isdir(self.dir):
-            raise UserError(f"--log-dir {self.dir} is a file, not a folder")
-        # every rank checks the same files, at once, so a mistake stops them all together, each with the same line
-        if dist.is_initialized():
-            self._check_shared(device)
-        paths, has_log = checkpoints(self.dir), os.path.exists(self.log_file)
-        log_id, self.log_lines = read_log(self.log_file)  # read once: restore() keeps the lines before its step
-        if not args.resume and (has_log or paths):
-            raise UserError(f"{self.dir} already holds a run: continue it with --resume, or choose another --log-dir")
-        if args.resume == "latest" and not (has_log or paths):
-            raise UserError(f"--resume: {self.dir} holds no run to continue (no log.txt, no model_*.pt)")
-        self.checkpoint = None
-        if args.resume not in (None, "latest"):
-            self.checkpoint = read_checkpoint(args.resume)
-        elif args.resume and paths:
-            self.checkpoint = read_checkpoint(paths[-1])
-        if self.checkpoint:
-            self._check_same_run(log_id)
-        self.run_id = self.checkpoint["run_id"] if self.checkpoint else log_id or uuid.uuid4().hex[:12]
-        self.tensorboard = None
-        if dist.is_initialized():
-            dist.barrier()  # all ranks have looked before the master writes anything
-        if master_process:  # checked, so now the folder is ours: a second writer is refused until we exit
-            os.makedirs(self.dir, exist_ok=True)
-            self.lock = lock_folder(self.dir)
-            Console.start(self.console_file)  # from here on, what the run prints is also in console.txt
-            if args.resume and not self.checkpoint:
-                print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
-            if args.tensorboard:  # a resumed run hides what the interrupted one logged after its checkpoint
-                purge_step = (self.checkpoint["step"] if self.checkpoint else 0) if args.resume else None
-                self.tensorboard = summary_writer()(os.path.join(self.dir, "tensorboard"), purge_step=purge_step)
-
-    def _check_shared(self, device):
-        """Every rank must see the folder that rank 0 writes: on several machines, a filesystem they all share.
-        Otherwise each machine's ranks would find a run of their own (and resume from another checkpoint, or none).
-        Rank 0 leaves a fresh mark in the folder, every rank looks for it, and one all-reduce counts who missed it."""
-        token = 0
-        if self.master:
-            token = uuid.uuid4().int % 2**52  # exact in all_reduce_sum's float64
-            os.makedirs(self.dir, exist_ok=True)
-            write_atomically(os.path.join(self.dir, f".shared-{token}"), lambda f: None)
-        token = int(all_reduce_sum([token], device, True)[0])  # rank 0's, to every rank, once it is written
-        mark = os.path.join(self.dir, f".shared-{token}")
-        missed = int(all_reduce_sum([not os.path.exists(mark)], device, True)[0])
-        if self.master:
-            os.remove(mark)
-        if missed:
-            raise UserError(
-                f"{missed} of {dist.get_world_size()} processes do not see the --log-dir {self.dir} that rank 0 "
-                "writes: on several machines, --log-dir must be on a filesystem they all share"
-            )
-
-    def _check_same_run(self, log_id):
-        where = self.checkpoint["path"]
-        if wrong := [k for k, kind in RESUME_ENTRIES.items() if not isinstance(self.checkpoint.get(k), kind)]:
-            raise UserError(f"{where} cannot be resumed: {', '.join(wrong)} missing or of the wrong type")
-        saved, run_id = self.checkpoint["args"], self.checkpoint["run_id"]
-        if log_id and log_id != run_id:
-            raise UserError(
-                f"{where} is from run {run_id}, but {self.log_file} is the log of run {log_id}: "
-                "resume into the checkpoint's own --log-dir"
-            )
-        differ = [
-            f"--{k.replace('_', '-')} {saved.get(k)} (this run: {getattr(self.args, k)})"
-            for k in RUN_SETTINGS
-            if saved.get(k) != getattr(self.args, k)
-        ]
-        if differ:
-            raise UserError(f"{where} was trained with {', '.join(differ)}: pass its settings to --resume it")
-        if saved.get("max_lr") != self.args.max_lr and self.master:
-            print(
-                f"{where} was trained with --max-lr {saved.get('max_lr')}: from step {self.checkpoint['step']} on, "
-                f"this run changes it to {self.args.max_lr}",
-                file=sys.stderr,
-            )
-
-    def finished(self):
-        """Why --resume has nothing to do (the checkpoint it continues is at --max-steps, or past it), or None."""
-        if self.checkpoint and self.checkpoint["step"] >= self.args.max_steps:
-            return f"{self.checkpoint['path']} is step {self.checkpoint['step']}, --max-steps is {self.args.max_steps}"
-        return None
-
-    def check_config(self, config):
-        """Refuse to resume a checkpoint of another model's shape than the flags' (config)."""
-        saved, ours = self.checkpoint["config"], asdict(config)
-        if differ := [f"{k} {saved.get(k)} (this run: {v})" for k, v in ours.items() if saved.get(k) != v]:
-            raise UserError(f"{self.checkpoint['path']} is a model with {', '.join(differ)}: pass its sizes")
-
-    def restore(self, model, optimizer, loader):
-        """The step to start from: 0 for a fresh run, or the checkpoint's step with its whole state put back."""
-        step = self.checkpoint["step"] if self.checkpoint else 0
-        if self.checkpoint:
-            self.check_config(model.config)
-            load_weights(model, self.checkpoint["model"], self.checkpoint["path"])
-            optimizer.load_state_dict(self.checkpoint["optimizer"])
-            loader.load_state_dict(self.checkpoint["loader"])
-            torch.set_rng_state(self.checkpoint["rng"])
-        if self.master:  # the log continues from the checkpoint: what the interrupted run logged after it goes
-            kept = [line for line in self.log_lines if int(line.split()[0]) < step]
-            lines = [f"# run {self.run_id}\n", *kept]
-            write_atomically(self.log_file, lambda f: f.write("".join(lines).encode()))
-        return step
-
-    def set_aside(self, step):
-        """Rename the checkpoint of `step` to diverged_NNNNN.pt, out of --resume's way; say so, or ''."""
-        path = os.path.join(self.dir, f"model_{step:05d}.pt")
-        if not (self.master and os.path.exists(path)):
-            return ""
-        aside = os.path.join(self.dir, f"diverged_{step:05d}.pt")
-        os.replace(path, aside)
-        return f" ({path}, the weights that gave it, is now {aside})"
-
-    def log(self, step, kind, value):
-        with open(self.log_file, "a") as f:
-            f.write(f"{step} {kind} {value}\n")
-        if self.tensorboard:  # a copy for live curves: log.txt stays the record that --resume and plot_log.py read
-            self.tensorboard.add_scalar(TENSORBOARD_TAGS[kind], float(value), step)
-            self.tensorboard.flush()
-
-    def save_checkpoint(self, step, model, optimizer, loader):
-        state = {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),  # AdamW's two moments per parameter: what continuing a run needs
-            "step": step,
-            "config": asdict(model.config),
-            "loader": loader.state_dict(),
-            "rng": torch.get_rng_state(),
-            "args": vars(self.args),
-            "run_id": self.run_id,
-        }
-        write_atomically(os.path.join(self.dir, f"model_{step:05d}.pt"), lambda f: torch.save(state, f))
-
-
-# log.txt's kinds: the losses and HellaSwag, and at every step what tells a healthy run from a sick one
-TENSORBOARD_TAGS = {
-    "train": "loss/train",
-    "val": "loss/val",
-    "hella": "hellaswag/acc_norm",
-    "lr": "optim/lr",
-    "norm": "optim/grad_norm",
-    "tok_s": "speed/tokens_per_sec",
-    "mfu": "speed/mfu_percent",
-}
-
-
-class Console:
-    """What the run prints, on stdout and stderr, also goes to console.txt, each line after the time it was printed:
-    the output outlives the terminal (a hang-up sends it to /dev/null) and tmux's scrollback, errors included."""
-
-    streams, file = None, None  # sys.stdout and sys.stderr as they were, and console.txt, while the copy is on
-
-    def __init__(self, stream, file):
-        self.stream, self.file, self.line = stream, file, ""
-
-    @classmethod
-    def start(cls, path):
-        cls.file = open(path, "a", encoding="utf-8")  # appended to: a resumed run's output follows on
-        cls.streams = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = cls(sys.stdout, cls.file), cls(sys.stderr, cls.file)
-
-    @classmethod
-    def stop(cls):
-        if cls.streams:
-            sys.stdout, sys.stderr = cls.streams
-            cls.file.close()
-            cls.streams, cls.file = None, None
-
-    def write(self, text):
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except OSError as e:
-            if e.errno != errno.EIO:
-                raise
-            # the terminal hung up before its SIGHUP reached us (torchrun forwards it a moment later): take it now
-            signal.raise_signal(signal.SIGHUP)
-        *lines, self.line = (self.line + text).split("\n")
-        for line in lines:
-            self.file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
-        self.file.flush()
-        return len(text)
-
-    def flush(self):
-        self.stream.flush()
-
-    def __getattr__(self, name):  # isatty, fileno, encoding...: the terminal's
-        return getattr(self.stream, name)
-
-
-def summary_writer():
-    """TensorBoard's SummaryWriter class, where the optional tensorboard package is installed."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter  # optional dependency: pip install 'build-gpt2[tensorboard]'
-    except ImportError:
-        raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
-    return SummaryWriter
-
-
-CKPT = re.compile(r"model_(\d+)\.pt$")  # what save_checkpoint names a checkpoint
-
-
-def checkpoints(log_dir):
-    """The checkpoints in log_dir, oldest first, by step number (as text, model_100000.pt would sort first)."""
-    found = {int(m[1]): path for path in glob.glob(os.path.join(log_dir, "model_*.pt")) if (m := CKPT.search(path))}
-    return [found[step] for step in sorted(found)]
-
-
-def read_checkpoint(path):
-    """The dict save_checkpoint wrote ("model", "config", "step", ...), plus "path"."""
-    if not os.path.isfile(path):
-        raise UserError(f"no checkpoint at {path}")
-    try:
-        with warnings.catch_warnings():  # torch warns about pickle protocols before it refuses a file anyway
-            warnings.simplefilter("ignore")
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # loading never runs code
-    except Exception as e:  # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
-        reason = (str(e).splitlines() or [type(e).__name__])[0]
-        if reason.startswith("Weights only load failed"):  # and torch's advice to unpickle it anyway is not ours
-            reason = "it holds Python objects, not only tensors and plain data, and we never unpickle those"
-        raise UserError(f"{path} is not a readable checkpoint: {reason}") from None
-    if not (isinstance(checkpoint, dict) and all(isinstance(checkpoint.get(k), dict) for k in ("model", "config"))):
-        raise UserError(f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)")
-    try:
-        config = GPTConfig(**checkpoint["config"])
-    except TypeError as e:
-        raise UserError(f"{path}: its config does not fit GPTConfig ({e})") from None
-    if not all(type(v) is int and v > 0 for v in asdict(config).values()) or config.n_embd % config.n_head:
-        raise UserError(f"{path}: its config is not a model's shape ({asdict(config)})")
-    return checkpoint | {"path": path}
-
-
-def load_weights(model, state, path):
-    """model.load_state_dict(state), with a mismatch named in one line instead of torch's page of keys."""
-    expected = model.state_dict()
-    problems = [f"missing {k}" for k in expected.keys() - state.keys()]
-    problems += [f"unexpected {k}" for k in state.keys() - expected.keys()]
-    problems += [
-        f"{k} is {tuple(getattr(state[k], 'shape', ()))}, the model wants {tuple(v.shape)}"
-        for k, v in expected.items()
-        if k in state and getattr(state[k], "shape", None) != v.shape
-    ]
-    if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise UserError(f"{path} does not match the model of its config: {'; '.join(sorted(problems)[:3])}{more}")
-    model.load_state_dict(state)
-
-
-def read_log(path):
-    """(run id, the step lines) of a log.txt. A half-written last line (a kill mid-write) is dropped with a
-    warning; any other line that is not `{step} {kind} {value}` is an error naming it."""
-    if not os.path.exists(path):
-        return None, []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.readlines()
-    run_id, kept = None, []
-    for number, line in enumerate(lines, 1):
-        fields = line.split()
-        if number == 1 and line.startswith("# run ") and len(fields) == 3:
-            run_id = fields[2]
-        elif len(fields) == 3 and fields[0].isdigit() and is_number(fields[2]) and line.endswith("\n"):
-            kept.append(line)
-        elif number == len(lines) and not line.endswith("\n"):
-            print(f"warning: {path}:{number}: dropped a half-written line {line.strip()!r}", file=sys.stderr)
-        else:
-            raise UserError(f"{path}:{number}: expected '<step> <kind> <value>', got {line.strip()!r}")
-    return run_id, kept
-
-
-def is_number(text):
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
+# ---- the command line
 
 
 PRESETS = {
@@ -1087,28 +748,6 @@ PRESETS = {
 
 
 # argparse types beside common.count (a whole number >= 1); a ValueError becomes argparse's "invalid value" line
-
-
-def whole(text):
-    return 0 if float(text) == 0 else count(text)
-
-
-def random_seed(text):
-    if not 0 <= (value := int(text)) < 2**63:  # what numpy's and torch's generators take
-        raise ArgumentTypeError(f"expected a whole number from 0 to 2**63 - 1, got {text!r}")
-    return value
-
-
-def positive_float(text):
-    if not (math.isfinite(value := float(text)) and value > 0):
-        raise ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def fraction(text):
-    if not 0 <= (value := float(text)) <= 1:  # nan fails too
-        raise ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
-    return value
 
 
 def parse_args(argv=None):
@@ -1189,18 +828,6 @@ def main(argv=None):
     if dist.is_initialized():
         leave_process_group(code)
     return code
-
-
-def leave_process_group(code):
-    """Leave the process group on a clean exit; after an error, exit at once. Destroying the group waits for the
-    other ranks' pending work (NCCL's can, since torch 2.6), and they wait for this rank at their next collective:
-    the job would hang until the group's 10-minute timeout. Exiting lets torchrun see the failure and stop them."""
-    if code == 0:
-        dist.destroy_process_group()
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # now: not even Python's own shutdown, which could wait on the group as well
 
 
 if __name__ == "__main__":

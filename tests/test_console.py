@@ -12,6 +12,7 @@ import torch
 
 import meters
 import preflight
+import run_folder
 import train_gpt2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +78,7 @@ def test_console_holds_the_error_that_stops_a_run_and_log_txt_its_health(tmp_pat
     error = capsys.readouterr().err.splitlines()[-1]
     assert status == 1 and error.startswith("train_gpt2.py: error: loss nan, gradient norm nan at step 1:")
     assert STAMP.fullmatch(console := (log_dir / "console.txt").read_text().splitlines()[-1])[2] == error, console
-    assert not isinstance(sys.stdout, train_gpt2.Console)  # the copy ended with the run
+    assert not isinstance(sys.stdout, run_folder.Console)  # the copy ended with the run
     kinds = [line.split()[1] for line in (log_dir / "log.txt").read_text().splitlines()[1:] if line.startswith("0 ")]
     assert kinds == ["val", "train", "lr", "norm", "tok_s"], kinds  # mfu only where the peak is known
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import common
+import run_folder
 import train_gpt2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -458,7 +459,7 @@ def test_checkpoints_are_ordered_by_step_not_by_name(tmp_path):
     for step in (5000, 95000, 100000):
         (tmp_path / f"model_{step:05d}.pt").write_bytes(b"")
     (tmp_path / "model_notes.pt").write_bytes(b"")  # not a name save_checkpoint writes
-    assert [p.rsplit("/", 1)[1] for p in train_gpt2.checkpoints(tmp_path)] == [
+    assert [p.rsplit("/", 1)[1] for p in run_folder.checkpoints(tmp_path)] == [
         "model_05000.pt",
         "model_95000.pt",
         "model_100000.pt",

@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
+from meters import MFU
 from test_train import ROOT
-from train_gpt2 import MFU
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_acceptance as ga  # noqa: E402

@@ -369,7 +369,7 @@ def test_logits_are_not_kept_when_only_the_loss_is_needed(tmp_path, monkeypatch)
         return logits, loss
 
     monkeypatch.setattr(GPT, "forward", watched)
-    monkeypatch.setattr(train_gpt2.signal, "signal", lambda *args: None)  # this process (pytest's) keeps its handlers
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # this process (pytest's) keeps its handlers
     argv = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 2 --device cpu".split()]
     assert train_gpt2.main([*argv, "--val-every", "1", "--val-steps", "2", "--log-dir", str(tmp_path)]) == 0
     assert len(alive) == 3 * 2 + 2 * 2 + 2 * 2 and not any(

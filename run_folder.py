@@ -1,0 +1,312 @@
+"""
+What one run writes into its folder (--log-dir) and reads back: checkpoints, log.txt, console.txt, and the rules that
+keep a run's record whole (one writer at a time, --resume continues only its own run). A module of its own:
+train_gpt2.py trains, this keeps the record.
+"""
+
+import errno
+import glob
+import math
+import os
+import re
+import signal
+import sys
+import time
+import uuid
+import warnings
+from dataclasses import asdict
+
+import torch
+import torch.distributed as dist
+
+from common import UserError, lock_folder, write_atomically
+
+# besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
+# (--max-lr may change, with a word: a lower one is how a run goes on after a loss spike)
+RUN_SETTINGS = "data seq_len total_batch seed shuffle min_lr_ratio warmup_steps weight_decay".split()
+
+
+# what a checkpoint needs besides its weights and config to be resumed, and of which type
+RESUME_ENTRIES = {"optimizer": dict, "step": int, "loader": dict, "rng": torch.Tensor, "args": dict, "run_id": str}
+
+
+class RunFolder:
+    """The folder one run writes (--log-dir): log.txt (the metrics), console.txt (everything the run printed, with the
+    time) and checkpoints model_NNNNN.pt, held by one process at a time.
+
+    Each run has an id, at the top of its log and in each checkpoint, so --resume never continues a checkpoint or a
+    log of another run. A run stopped before its first checkpoint resumes from step 0.
+    """
+
+    def __init__(self, args, master_process, device):
+        self.args, self.dir, self.master = args, args.log_dir, master_process
+        self.log_file = os.path.join(self.dir, "log.txt")
+        self.console_file = os.path.join(self.dir, "console.txt")  # appended to: a resumed run's output follows on
+        if os.path.exists(self.dir) and not os.path.isdir(self.dir):
+            raise UserError(f"--log-dir {self.dir} is a file, not a folder")
+        # every rank checks the same files, at once, so a mistake stops them all together, each with the same line
+        if dist.is_initialized():
+            self._check_shared(device)
+        paths, has_log = checkpoints(self.dir), os.path.exists(self.log_file)
+        log_id, self.log_lines = read_log(self.log_file)  # read once: restore() keeps the lines before its step
+        if not args.resume and (has_log or paths):
+            raise UserError(f"{self.dir} already holds a run: continue it with --resume, or choose another --log-dir")
+        if args.resume == "latest" and not (has_log or paths):
+            raise UserError(f"--resume: {self.dir} holds no run to continue (no log.txt, no model_*.pt)")
+        self.checkpoint = None
+        if args.resume not in (None, "latest"):
+            self.checkpoint = read_checkpoint(args.resume)
+        elif args.resume and paths:
+            self.checkpoint = read_checkpoint(paths[-1])
+        if self.checkpoint:
+            self._check_same_run(log_id)
+        self.run_id = self.checkpoint["run_id"] if self.checkpoint else log_id or uuid.uuid4().hex[:12]
+        self.tensorboard = None
+        if dist.is_initialized():
+            dist.barrier()  # all ranks have looked before the master writes anything
+        if master_process:  # checked, so now the folder is ours: a second writer is refused until we exit
+            os.makedirs(self.dir, exist_ok=True)
+            self.lock = lock_folder(self.dir)
+            Console.start(self.console_file)  # from here on, what the run prints is also in console.txt
+            if args.resume and not self.checkpoint:
+                print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
+            if args.tensorboard:  # a resumed run hides what the interrupted one logged after its checkpoint
+                purge_step = (self.checkpoint["step"] if self.checkpoint else 0) if args.resume else None
+                self.tensorboard = summary_writer()(os.path.join(self.dir, "tensorboard"), purge_step=purge_step)
+
+    def _check_shared(self, device):
+        """Every rank must see the folder that rank 0 writes: on several machines, a filesystem they all share.
+        Otherwise each machine's ranks would find a run of their own (and resume from another checkpoint, or none).
+        Rank 0 leaves a fresh mark in the folder, every rank looks for it, and one all-reduce counts who missed it."""
+        token = [uuid.uuid4().hex if self.master else None]
+        if self.master:
+            os.makedirs(self.dir, exist_ok=True)
+            write_atomically(os.path.join(self.dir, f".shared-{token[0]}"), lambda f: None)
+        dist.broadcast_object_list(token, src=0)  # rank 0's, to every rank, once it is written
+        mark = os.path.join(self.dir, f".shared-{token[0]}")
+        missed = torch.tensor(float(not os.path.exists(mark)), device=device)
+        dist.all_reduce(missed)  # a sum: how many ranks do not see it
+        missed = int(missed.item())
+        if self.master:
+            os.remove(mark)
+        if missed:
+            raise UserError(
+                f"{missed} of {dist.get_world_size()} processes do not see the --log-dir {self.dir} that rank 0 "
+                "writes: on several machines, --log-dir must be on a filesystem they all share"
+            )
+
+    def _check_same_run(self, log_id):
+        where = self.checkpoint["path"]
+        if wrong := [k for k, kind in RESUME_ENTRIES.items() if not isinstance(self.checkpoint.get(k), kind)]:
+            raise UserError(f"{where} cannot be resumed: {', '.join(wrong)} missing or of the wrong type")
+        saved, run_id = self.checkpoint["args"], self.checkpoint["run_id"]
+        if log_id and log_id != run_id:
+            raise UserError(
+                f"{where} is from run {run_id}, but {self.log_file} is the log of run {log_id}: "
+                "resume into the checkpoint's own --log-dir"
+            )
+        differ = [
+            f"--{k.replace('_', '-')} {saved.get(k)} (this run: {getattr(self.args, k)})"
+            for k in RUN_SETTINGS
+            if saved.get(k) != getattr(self.args, k)
+        ]
+        if differ:
+            raise UserError(f"{where} was trained with {', '.join(differ)}: pass its settings to --resume it")
+        if saved.get("max_lr") != self.args.max_lr and self.master:
+            print(
+                f"{where} was trained with --max-lr {saved.get('max_lr')}: from step {self.checkpoint['step']} on, "
+                f"this run changes it to {self.args.max_lr}",
+                file=sys.stderr,
+            )
+
+    def finished(self):
+        """Why --resume has nothing to do (the checkpoint it continues is at --max-steps, or past it), or None."""
+        if self.checkpoint and self.checkpoint["step"] >= self.args.max_steps:
+            return f"{self.checkpoint['path']} is step {self.checkpoint['step']}, --max-steps is {self.args.max_steps}"
+        return None
+
+    def check_config(self, config):
+        """Refuse to resume a checkpoint of another model's shape than the flags' (config)."""
+        saved, ours = self.checkpoint["config"], asdict(config)
+        if differ := [f"{k} {saved.get(k)} (this run: {v})" for k, v in ours.items() if saved.get(k) != v]:
+            raise UserError(f"{self.checkpoint['path']} is a model with {', '.join(differ)}: pass its sizes")
+
+    def restore(self, model, optimizer, loader):
+        """The step to start from: 0 for a fresh run, or the checkpoint's step with its whole state put back."""
+        step = self.checkpoint["step"] if self.checkpoint else 0
+        if self.checkpoint:
+            self.check_config(model.config)
+            load_weights(model, self.checkpoint["model"], self.checkpoint["path"])
+            optimizer.load_state_dict(self.checkpoint["optimizer"])
+            loader.load_state_dict(self.checkpoint["loader"])
+            torch.set_rng_state(self.checkpoint["rng"])
+        if self.master:  # the log continues from the checkpoint: what the interrupted run logged after it goes
+            kept = [line for line in self.log_lines if int(line.split()[0]) < step]
+            lines = [f"# run {self.run_id}\n", *kept]
+            write_atomically(self.log_file, lambda f: f.write("".join(lines).encode()))
+        return step
+
+    def set_aside(self, step):
+        """Rename the checkpoint of `step` to diverged_NNNNN.pt, out of --resume's way; say so, or ''."""
+        path = os.path.join(self.dir, f"model_{step:05d}.pt")
+        if not (self.master and os.path.exists(path)):
+            return ""
+        aside = os.path.join(self.dir, f"diverged_{step:05d}.pt")
+        os.replace(path, aside)
+        return f" ({path}, the weights that gave it, is now {aside})"
+
+    def log(self, step, kind, value):
+        with open(self.log_file, "a") as f:
+            f.write(f"{step} {kind} {value}\n")
+        if self.tensorboard:  # a copy for live curves: log.txt stays the record that --resume and plot_log.py read
+            self.tensorboard.add_scalar(TENSORBOARD_TAGS[kind], float(value), step)
+            self.tensorboard.flush()
+
+    def save_checkpoint(self, step, model, optimizer, loader):
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),  # AdamW's two moments per parameter: what continuing a run needs
+            "step": step,
+            "config": asdict(model.config),
+            "loader": loader.state_dict(),
+            "rng": torch.get_rng_state(),
+            "args": vars(self.args),
+            "run_id": self.run_id,
+        }
+        write_atomically(os.path.join(self.dir, f"model_{step:05d}.pt"), lambda f: torch.save(state, f))
+
+
+# log.txt's kinds: the losses and HellaSwag, and at every step what tells a healthy run from a sick one
+TENSORBOARD_TAGS = {
+    "train": "loss/train",
+    "val": "loss/val",
+    "hella": "hellaswag/acc_norm",
+    "lr": "optim/lr",
+    "norm": "optim/grad_norm",
+    "tok_s": "speed/tokens_per_sec",
+    "mfu": "speed/mfu_percent",
+}
+
+
+class Console:
+    """What the run prints, on stdout and stderr, also goes to console.txt, each line after the time it was printed:
+    the output outlives the terminal (a hang-up sends it to /dev/null) and tmux's scrollback, errors included."""
+
+    streams, file = None, None  # sys.stdout and sys.stderr as they were, and console.txt, while the copy is on
+
+    def __init__(self, stream, file):
+        self.stream, self.file, self.line = stream, file, ""
+
+    @classmethod
+    def start(cls, path):
+        cls.file = open(path, "a", encoding="utf-8")  # appended to: a resumed run's output follows on
+        cls.streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = cls(sys.stdout, cls.file), cls(sys.stderr, cls.file)
+
+    @classmethod
+    def stop(cls):
+        if cls.streams:
+            sys.stdout, sys.stderr = cls.streams
+            cls.file.close()
+            cls.streams, cls.file = None, None
+
+    def write(self, text):
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError as e:
+            if e.errno != errno.EIO:
+                raise
+            # the terminal hung up before its SIGHUP reached us (torchrun forwards it a moment later): take it now
+            signal.raise_signal(signal.SIGHUP)
+        *lines, self.line = (self.line + text).split("\n")
+        for line in lines:
+            self.file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+        self.file.flush()
+        return len(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def __getattr__(self, name):  # isatty, fileno, encoding...: the terminal's
+        return getattr(self.stream, name)
+
+
+def summary_writer():
+    """TensorBoard's SummaryWriter class, where the optional tensorboard package is installed."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # optional dependency: pip install 'build-gpt2[tensorboard]'
+    except ImportError:
+        raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+    return SummaryWriter
+
+
+CKPT = re.compile(r"model_(\d+)\.pt$")  # what save_checkpoint names a checkpoint
+
+
+def checkpoints(log_dir):
+    """The checkpoints in log_dir, oldest first, by step number (as text, model_100000.pt would sort first)."""
+    found = {int(m[1]): path for path in glob.glob(os.path.join(log_dir, "model_*.pt")) if (m := CKPT.search(path))}
+    return [found[step] for step in sorted(found)]
+
+
+def read_checkpoint(path):
+    """The dict save_checkpoint wrote ("model", "config", "step", ...), plus "path"."""
+    if not os.path.isfile(path):
+        raise UserError(f"no checkpoint at {path}")
+    try:
+        with warnings.catch_warnings():  # torch warns about pickle protocols before it refuses a file anyway
+            warnings.simplefilter("ignore")
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # loading never runs code
+    except Exception as e:  # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
+        reason = (str(e).splitlines() or [type(e).__name__])[0]
+        if reason.startswith("Weights only load failed"):  # and torch's advice to unpickle it anyway is not ours
+            reason = "it holds Python objects, not only tensors and plain data, and we never unpickle those"
+        raise UserError(f"{path} is not a readable checkpoint: {reason}") from None
+    if not (isinstance(checkpoint, dict) and all(isinstance(checkpoint.get(k), dict) for k in ("model", "config"))):
+        raise UserError(f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)")
+    return checkpoint | {"path": path}
+
+
+def load_weights(model, state, path):
+    """model.load_state_dict(state), with a mismatch named in one line instead of torch's page of keys."""
+    expected = model.state_dict()
+    problems = [f"missing {k}" for k in expected.keys() - state.keys()]
+    problems += [f"unexpected {k}" for k in state.keys() - expected.keys()]
+    problems += [
+        f"{k} is {tuple(getattr(state[k], 'shape', ()))}, the model wants {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and getattr(state[k], "shape", None) != v.shape
+    ]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise UserError(f"{path} does not match the model of its config: {'; '.join(sorted(problems)[:3])}{more}")
+    model.load_state_dict(state)
+
+
+def read_log(path):
+    """(run id, the step lines) of a log.txt. A half-written last line (a kill mid-write) is dropped with a
+    warning; any other line that is not `{step} {kind} {value}` is an error naming it."""
+    if not os.path.exists(path):
+        return None, []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.readlines()
+    run_id, kept = None, []
+    for number, line in enumerate(lines, 1):
+        fields = line.split()
+        if number == 1 and line.startswith("# run ") and len(fields) == 3:
+            run_id = fields[2]
+        elif len(fields) == 3 and fields[0].isdigit() and is_number(fields[2]) and line.endswith("\n"):
+            kept.append(line)
+        elif number == len(lines) and not line.endswith("\n"):
+            print(f"warning: {path}:{number}: dropped a half-written line {line.strip()!r}", file=sys.stderr)
+        else:
+            raise UserError(f"{path}:{number}: expected '<step> <kind> <value>', got {line.strip()!r}")
+    return run_id, kept
+
+
+def is_number(text):
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False

@@ -1,0 +1,73 @@
+"""
+Stopping cleanly: on a signal (Ctrl-C, a scheduler's SIGTERM, or SIGHUP from a dropped connection) every rank finishes
+its step and all stop together; a loss that is not finite stops the run before the update; and how a job of many
+processes exits. A module of its own: none of it trains.
+"""
+
+import math
+import os
+import signal
+import sys
+
+import torch
+import torch.distributed as dist
+
+from common import UserError
+
+
+class StopRequest:
+    """SIGTERM (a scheduler pre-empting us), SIGHUP (the terminal went away: a dropped SSH connection, which torchrun
+    forwards to its workers) or Ctrl-C: the run finishes its step, writes a checkpoint and exits. A second Ctrl-C
+    interrupts at once."""
+
+    def __init__(self, device, ddp):
+        self.device, self.ddp, self.signalled = device, ddp, False
+        self.stopping = False  # what the ranks agreed: once yes, it stays yes
+        self.terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # stdout and stderr, where they are the terminal
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # under nohup the run outlives the terminal
+            signal.signal(signal.SIGHUP, self._handle)
+
+    def _handle(self, signum, frame):
+        self.signalled = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if signum == signal.SIGHUP:  # a terminal that hung up fails every write: the rest of the output goes nowhere
+            nowhere = os.open(os.devnull, os.O_WRONLY)
+            for fd in self.terminal:
+                os.dup2(nowhere, fd)
+            os.close(nowhere)
+
+    def requested(self):
+        """Whether any rank was signalled: then all stop at the same point. Every rank asks at the same points, in one
+        small all-reduce; once the answer is yes, it stays yes without asking again."""
+        if not self.stopping:
+            signalled = torch.tensor(float(self.signalled), device=self.device)
+            if self.ddp:
+                dist.all_reduce(signalled)  # a sum: how many ranks were signalled
+            self.stopping = signalled.item() > 0
+        return self.stopping
+
+
+def stop_if_not_finite(loss, norm, step, run):
+    """Stop before the update if the loss or the gradient norm is not finite. The weights that gave it are this
+    step's checkpoint, if one was saved: it is set aside, so that --resume continues from the one before."""
+    if math.isfinite(loss) and math.isfinite(norm):
+        return
+    aside = run.set_aside(step)
+    raise UserError(
+        f"loss {loss}, gradient norm {float(norm)} at step {step}: stopped before the update{aside}; --resume "
+        "continues from the checkpoint before, if any (with a lower --max-lr, say)"
+    )
+
+
+def leave_process_group(code):
+    """Leave the process group on a clean exit; after an error, exit at once. Destroying the group waits for the
+    other ranks' pending work (NCCL's can, since torch 2.6), and they wait for this rank at their next collective:
+    the job would hang until the group's 10-minute timeout. Exiting lets torchrun see the failure and stop them."""
+    if code == 0:
+        dist.destroy_process_group()
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # now: not even Python's own shutdown, which could wait on the group as well
