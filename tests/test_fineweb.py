@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 import tiktoken
 
+import corpus
 import fineweb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,29 +263,29 @@ def test_the_lectures_loader_reads_the_shards(tmp_path):
 def converted(monkeypatch, *argv):
     """load_corpus's dataset, and the start method datasets' pools had while it ran."""
     seen = []
-    real_pool = fineweb.multiprocess.Pool  # datasets' builder imported it before the test: watch the method it uses
+    real_pool = corpus.multiprocess.Pool  # datasets' builder imported it before the test: watch the method it uses
 
     def watched(*args, **kwargs):
-        seen.append(fineweb.multiprocess.get_start_method())
+        seen.append(corpus.multiprocess.get_start_method())
         return real_pool(*args, **kwargs)
 
     monkeypatch.setattr(datasets.builder, "Pool", watched)
-    return fineweb.load_corpus(fineweb.parse_args([str(a) for a in argv])), seen
+    return corpus.load_corpus(fineweb.parse_args([str(a) for a in argv])), seen
 
 
 def test_big_local_files_convert_in_one_process_each(tmp_path, monkeypatch):
     halves = [write_jsonl(tmp_path / f"part{i}.jsonl", DOCS[i * 20 : (i + 1) * 20]) for i in range(2)]
-    monkeypatch.setattr(fineweb, "BYTES_PER_CONVERTER", 1000)  # each file "big": ~50 kB is 50 of them
-    corpus, methods = converted(monkeypatch, "--files", *halves, "--workers", "2")
-    assert methods == ["forkserver"] and len(corpus.cache_files) == 2  # two processes, an Arrow file each
-    assert corpus["text"] == DOCS  # in the files' order, as one process reads them
-    assert fineweb.multiprocess.get_start_method(allow_none=True) is None  # the default is back for everyone else
+    monkeypatch.setattr(corpus, "BYTES_PER_CONVERTER", 1000)  # each file "big": ~50 kB is 50 of them
+    docs, methods = converted(monkeypatch, "--files", *halves, "--workers", "2")
+    assert methods == ["forkserver"] and len(docs.cache_files) == 2  # two processes, an Arrow file each
+    assert docs["text"] == DOCS  # in the files' order, as one process reads them
+    assert corpus.multiprocess.get_start_method(allow_none=True) is None  # the default is back for everyone else
 
 
 def test_small_local_files_convert_here(tmp_path, monkeypatch):
     halves = [write_jsonl(tmp_path / f"part{i}.jsonl", DOCS[i * 20 : (i + 1) * 20]) for i in range(2)]
-    corpus, methods = converted(monkeypatch, "--files", *halves, "--workers", "2")
-    assert methods == [] and corpus["text"] == DOCS  # starting processes would cost more than they save
+    docs, methods = converted(monkeypatch, "--files", *halves, "--workers", "2")
+    assert methods == [] and docs["text"] == DOCS  # starting processes would cost more than they save
 
 
 def test_a_dataset_converts_one_file_per_process(tmp_path, monkeypatch):
@@ -294,9 +295,9 @@ def test_a_dataset_converts_one_file_per_process(tmp_path, monkeypatch):
     repo.mkdir()
     for i in range(3):
         write_jsonl(repo / f"train-{i:05d}.jsonl", DOCS[i * 13 : (i + 1) * 13])
-    corpus, methods = converted(monkeypatch, "--dataset", repo, "--workers", "2")
-    assert methods == ["forkserver"] and len(corpus.cache_files) == 2  # two processes for three files
-    assert corpus["text"] == DOCS[:39]
+    docs, methods = converted(monkeypatch, "--dataset", repo, "--workers", "2")
+    assert methods == ["forkserver"] and len(docs.cache_files) == 2  # two processes for three files
+    assert docs["text"] == DOCS[:39]
     out = tmp_path / "out"
     assert run("--dataset", repo, "--out", out, "--shard-size", 1000) == 0
     assert np.array_equal(token_stream(out), eot_joined(DOCS[:39]))
@@ -319,15 +320,15 @@ def hub(tmp_path, monkeypatch):
     urls = [f"hf://datasets/org/corpus@{revision}/{f}" for f in files]
     builder = SimpleNamespace(cache_dir=str(tmp_path / "arrow"), config=SimpleNamespace(data_files={"train": urls}))
     downloads = []
-    monkeypatch.setattr(fineweb, "load_dataset_builder", lambda path, name: builder)
-    monkeypatch.setattr(fineweb, "HfFileSystem", HubForTests)
-    monkeypatch.setattr(fineweb, "snapshot_download", lambda repo, **options: downloads.append((repo, options)))
-    monkeypatch.setattr(fineweb.datasets_config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(corpus, "load_dataset_builder", lambda path, name: builder)
+    monkeypatch.setattr(corpus, "HfFileSystem", HubForTests)
+    monkeypatch.setattr(corpus, "snapshot_download", lambda repo, **options: downloads.append((repo, options)))
+    monkeypatch.setattr(corpus.datasets_config, "HF_HUB_OFFLINE", False)
     return SimpleNamespace(files=files, revision=revision, builder=builder, downloads=downloads)
 
 
 def test_a_hub_dataset_downloads_its_files_side_by_side(hub):
-    fineweb.download(fineweb.parse_args(["--dataset", "org/corpus", "--workers", "4"]))
+    corpus.download(fineweb.parse_args(["--dataset", "org/corpus", "--workers", "4"]))
     assert hub.downloads == [
         ("org/corpus", dict(repo_type="dataset", revision=hub.revision, allow_patterns=hub.files, max_workers=4))
     ]
@@ -335,10 +336,10 @@ def test_a_hub_dataset_downloads_its_files_side_by_side(hub):
 
 def test_no_download_offline_or_once_converted(hub, tmp_path, monkeypatch):
     Path(hub.builder.cache_dir).mkdir()  # datasets has its Arrow files: it reads nothing else
-    fineweb.download(fineweb.parse_args(["--dataset", "org/corpus"]))
-    monkeypatch.setattr(fineweb.datasets_config, "HF_HUB_OFFLINE", True)
+    corpus.download(fineweb.parse_args(["--dataset", "org/corpus"]))
+    monkeypatch.setattr(corpus.datasets_config, "HF_HUB_OFFLINE", True)
     Path(hub.builder.cache_dir).rmdir()
-    fineweb.download(fineweb.parse_args(["--dataset", "org/corpus"]))
+    corpus.download(fineweb.parse_args(["--dataset", "org/corpus"]))
     assert hub.downloads == []
 
 
@@ -346,9 +347,9 @@ def test_datasets_own_offline_switch_is_enough_to_download_nothing():
     """HF_DATASETS_OFFLINE=1 alone makes datasets offline (it is read at import): download must not ask the Hub."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
     code = (
-        "import fineweb\n"
-        "fineweb.load_dataset_builder = None  # the first thing an online download calls\n"
-        "fineweb.download(fineweb.parse_args(['--dataset', 'org/corpus']))\n"
+        "import corpus, fineweb\n"
+        "corpus.load_dataset_builder = None  # the first thing an online download calls\n"
+        "corpus.download(fineweb.parse_args(['--dataset', 'org/corpus']))\n"
         "print('nothing downloaded')"
     )
     result = subprocess.run(

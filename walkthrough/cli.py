@@ -26,6 +26,7 @@ SERIES_FILES = (
     "run_folder.py",
     "stopping.py",
     "manifest.py",
+    "corpus.py",
     "hellaswag_scoring.py",
     "hellaswag.py",
     "fineweb.py",
