@@ -450,7 +450,7 @@ def panel(app: WalkthroughApp) -> tuple[str, list[str], str]:
     return str(run.query_one("#run-head").render()), run.lines, str(run.query_one("#run-foot").render())
 
 
-def test_r_runs_the_try_it_in_a_checkout_of_the_step_and_reuses_it(run_history, tmp_path):
+def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history, tmp_path):
     app, notes = runner(run_history, tmp_path)
 
     async def keys(pilot):
@@ -469,16 +469,16 @@ def test_r_runs_the_try_it_in_a_checkout_of_the_step_and_reuses_it(run_history, 
         assert status(app) == "step-01 · run"
         folder = tmp_path / "runs" / "step-01"
         assert git(folder, "rev-parse", "HEAD").strip() == app.series.steps[0].commit.sha
-        await pilot.press("r")  # again: the same checkout, which still holds the first run's file
+        await pilot.press("r")  # again: the same checkout, put back to the step's files (the first run's one gone)
         await until(pilot, finished(app, 0), "the second run ends")
         head, lines, foot = panel(app)
-        assert "in its checkout, reused" in head and lines[-1] == "runs in this checkout: 2"
+        assert "in its checkout, put back to the step's files" in head and lines[-1] == "runs in this checkout: 1"
         assert foot.startswith("exit 0 · ")
         await pilot.press("n")  # a step without a run shows its diff; the run of step 1 is kept
         assert app.query_one(DiffView).display and not app.query_one(RunPanel).display
         await pilot.press("p")
         await pilot.pause()
-        assert panel(app)[1][-1] == "runs in this checkout: 2"
+        assert panel(app)[1][-1] == "runs in this checkout: 1"
         await pilot.press("escape")  # back to the diff
         assert app.query_one(DiffView).display and status(app) == "step-01 · unified"
         assert notes == []
@@ -600,7 +600,7 @@ def test_other_histories_ask_before_running_once_per_step(run_history, tmp_path,
         await pilot.press("r")  # confirmed for this step: runs at once
         assert not isinstance(app.screen, ConfirmRun)
         await until(pilot, finished(app, 0), "the second run ends")
-        assert app.records[0].lines[-1] == "runs in this checkout: 2"
+        assert app.records[0].lines[-1] == "runs in this checkout: 1"  # a clean checkout again
 
     drive(app, keys, SIZE)
     app, notes = reader(odd_repo, tmp_path, "HEAD")  # commit messages without a Try-it

@@ -16,16 +16,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from walkthrough.narration import NarrationError, mismatch, read, split  # noqa: E402
-from walkthrough.runner import argv_here  # noqa: E402
+from walkthrough.runner import TRY_IT_ENV, argv_here  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {
-    "OMP_NUM_THREADS": "1",  # two steps run at once on two cores; one thread each also makes the numbers repeatable
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "PYTHONWARNINGS": "ignore",
-}
+# the reader's environment for a Try-it (two steps also run at once on two cores here: a thread each), and offline
+ENV = {**TRY_IT_ENV, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 TIMEOUT = 120  # seconds per command: a Try-it should take well under 30
 
 

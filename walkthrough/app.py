@@ -272,9 +272,9 @@ class WalkthroughApp(App[None]):
         another step's number of it (of 30 steps, "2" may become 24, "24" is 24)."""
         text = event.value.strip()
         if self.query_one(Prompt).purpose == "jump" and text.isdigit():
-            number = int(text)
-            if 1 <= number <= self.step_count < number * 10:
-                self._load(number - 1)
+            number, last = int(text), self.series.steps[-1].number
+            if (index := self.series.index_of(number)) is not None and last < number * 10:
+                self._load(index)
 
     async def _prepare_neighbours(self) -> None:
         """Make the next and previous steps' diffs ready while this one is read, so n and p are instant: read on
@@ -335,7 +335,8 @@ class WalkthroughApp(App[None]):
 
     def _show_title(self) -> None:
         step = self.series.steps[self.index]
-        self.query_one("#title", Static).update(Content(f"Step {step.number}/{self.step_count} · {step.title}"))
+        last = self.series.steps[-1].number
+        self.query_one("#title", Static).update(Content(f"Step {step.number}/{last} · {step.title}"))
         if self.show_run and self.index in self.records:
             mode = "run"
         elif self.whole_file:
@@ -405,18 +406,22 @@ class WalkthroughApp(App[None]):
         self.query_one(Prompt).ask(purpose, placeholder)
 
     def action_jump(self) -> None:
-        self._ask("jump", f"Step number (1-{self.step_count}), then Enter")
+        self._ask("jump", f"Step number ({self._numbers()}), then Enter")
 
     def action_search(self) -> None:
         self._ask("search", "Search narration and diffs, then Enter; N and P for the next and previous match")
 
     async def _jump(self, text: str) -> None:
-        if not (text.isdigit() and 1 <= int(text) <= self.step_count):
+        index = self.series.index_of(int(text)) if text.isdigit() else None
+        if index is None:
             self.notify(
-                f"No step {text!r}: enter a number from 1 to {self.step_count}.", severity="error", markup=False
+                f"No step {text!r}: enter a number from {self._numbers(' to ')}.", severity="error", markup=False
             )
             return
-        await self.go_to(int(text) - 1)
+        await self.go_to(index)
+
+    def _numbers(self, between: str = "-") -> str:
+        return f"{self.series.steps[0].number}{between}{self.series.steps[-1].number}"
 
     async def _search(self, text: str) -> None:
         self._settle()
@@ -592,7 +597,7 @@ class WalkthroughApp(App[None]):
             self.notify(f"Stopping the run of step {self.series.steps[self._run_record.index].number}.", timeout=2)
 
     def _run_head(self, record: Record) -> str:
-        checkout = "a new checkout" if record.new_checkout else "its checkout, reused"
+        checkout = "a new checkout" if record.new_checkout else "its checkout, put back to the step's files"
         return f"Try-it of {self.series.steps[record.index].ref}, in {checkout}: {record.folder}"
 
     def _run_foot(self, record: Record) -> str:

@@ -34,7 +34,9 @@ class Bookmarks:
             if step.commit.sha == mark.get("sha"):
                 return index
         number = mark.get("number")
-        return min(max(number, 1), len(series.steps)) - 1 if isinstance(number, int) else 0
+        if not isinstance(number, int):
+            return 0
+        return min(max(number - series.steps[0].number, 0), len(series.steps) - 1)
 
     def remember(self, series: Series, index: int) -> None:
         step = series.steps[index]

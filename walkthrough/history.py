@@ -25,6 +25,7 @@ PLAIN_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*")  # a name the shell and 
 NOT_A_TAG = re.compile(r"[A-Z_]*HEAD|(refs|tags|heads|remotes)/.*|[0-9a-f]{40}|[0-9a-f]{64}")
 # the last line of a series step's message: the name its exercise check is keyed by, which renumbering leaves alone
 STEP_ID = re.compile(r"\n*^Step-Id: ([a-z0-9-]+)\s*\Z", re.M)
+STEP_TAG = re.compile(r"step-(\d+)")  # what `walkthrough build` tags each step: step-00 (the empty start), step-01...
 
 
 def parse_subject(subject: str) -> tuple[int | None, str]:
@@ -100,7 +101,7 @@ def read_blob(repo: Repo, rev: str, path: str) -> bytes | None:
 
 @dataclass(frozen=True)
 class Step:
-    number: int  # position in the series, from 1
+    number: int  # its step-NN tag's number, or its position in the series from 1 (see step_numbers)
     commit: Commit
     ref: str  # the step's name on screen: its tag, or its abbreviated commit id
     rev: str  # what git resolves to exactly this commit, and nothing else (see _rev)
@@ -142,6 +143,11 @@ class Series:
         self.steps = steps
         self._files: dict[int, list[FileDiff]] = {}
         self.errors: dict[int, str] = {}  # steps git could not read (a missing object in a damaged clone), and why
+
+    def index_of(self, number: int) -> int | None:
+        """The index of the step numbered `number` (numbers run one by one from the first step's), or None."""
+        index = number - self.steps[0].number
+        return index if 0 <= index < len(self.steps) else None
 
     @property
     def key(self) -> str:
@@ -241,7 +247,17 @@ def load_series(path: Path | str, rev_range: str = "HEAD") -> Series:
     if not commits:
         raise WalkthroughError(f"the range {rev_range!r} in {path} has no commits")
     tags = _tags(repo)
-    steps = [
-        Step(n, commit, *tags.get(commit.sha, (commit.sha[:12], commit.sha))) for n, commit in enumerate(commits, 1)
-    ]
-    return Series(repo, rev_range, steps)
+    names = [tags.get(commit.sha, (commit.sha[:12], commit.sha)) for commit in commits]
+    numbers = step_numbers([ref for ref, _ in names])
+    return Series(repo, rev_range, [Step(n, c, *name) for n, c, name in zip(numbers, commits, names)])
+
+
+def step_numbers(refs: list[str]) -> list[int]:
+    """The steps' numbers: their step-NN tags' where those number every step one by one (a history that `walkthrough
+    build` made, read whole: step-03 is step 3, after step-00), else positions counted from 1."""
+    tagged = [STEP_TAG.fullmatch(ref) for ref in refs]
+    if all(tagged):
+        numbers = [int(m[1]) for m in tagged]
+        if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+            return numbers
+    return list(range(1, len(refs) + 1))

@@ -178,8 +178,26 @@ def mismatch(promise: Promise, output: str) -> str | None:
                 at = start + len(chunk)
                 break
         else:
-            best = next(
-                (e for e in chunk if not any(line_matches(e, f, promise.tolerance) for f in lines[at:])), chunk[0]
-            )
-            return f"no output line matches {best!r} (after output line {at})"
+            return where_it_breaks(chunk, lines, at, promise.tolerance)
     return None
+
+
+def where_it_breaks(chunk: list[str], lines: list[str], at: int, tolerance: float) -> str:
+    """Why the expected lines `chunk` are not found together in lines[at:]: the first of them no output line matches;
+    or, when each is there but not one after the other, the output line where the longest run of them breaks."""
+    for expected in chunk:
+        if not any(line_matches(expected, line, tolerance) for line in lines[at:]):
+            return f"no output line matches {expected!r} (after output line {at})"
+    longest, start = 0, at
+    for first in range(at, len(lines)):
+        n = 0
+        while n < len(chunk) and first + n < len(lines) and line_matches(chunk[n], lines[first + n], tolerance):
+            n += 1
+        if n > longest:
+            longest, start = n, first
+    found = lines[start + longest] if start + longest < len(lines) else None
+    return (
+        f"output line {start + longest + 1} is {found!r}, where {chunk[longest]!r} was expected"
+        if found is not None
+        else f"the output ends where {chunk[longest]!r} was expected"
+    ) + f" (right after {chunk[longest - 1]!r})"

@@ -6,8 +6,9 @@ lists, run one after the other until one fails; a leading `VAR=value` sets that 
 (a pipe, a redirect, `$`, `;`) is never run, and says so. Nothing here ever hands a string to a shell.
 
 The worktrees live in the repository's git dir, `GIT_DIR/walkthrough-runs/<tag>`, made on a step's first run and
-reused after; `rm -rf history/.git/walkthrough-runs` removes them all (the reader prunes git's record of a removed
-one before it adds it again, and a rebuilt history/ starts without any).
+reused after, put back to the step's files before each run (what a run wrote is removed, so a Try-it that trains
+into log/cpu finds it empty again); `rm -rf history/.git/walkthrough-runs` removes them all (the reader prunes git's
+record of a removed one before it adds it again, and a rebuilt history/ starts without any).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from .narration import Command, NarrationError, mismatch, read, split, try_it
 
 RUNS = "walkthrough-runs"  # in the git dir: one worktree per step that was run
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is stopped
+# what every Try-it runs with, here and in the test suite's check of it: one thread (the narrations' figures are what
+# one thread computes; more can change a loss's last digits) and no warnings (a library's warning on stderr would land
+# between the lines a step promises)
+TRY_IT_ENV = {"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -71,12 +76,16 @@ def runs_folder(series: Series) -> Path:
 
 
 def worktree(series: Series, index: int, root: Path | None = None) -> tuple[Path, bool]:
-    """(a checkout of step `index`, whether it was made just now): a git worktree at the step's commit, made on
-    first use under `root` (default: runs_folder) and reused afterwards."""
+    """(a clean checkout of step `index`, whether it was made just now): a git worktree at the step's commit, made on
+    first use under `root` (default: runs_folder); afterwards the same one, put back to the step's files."""
     step = series.steps[index]
     name = step.ref if SAFE_NAME.fullmatch(step.ref) else step.commit.sha[:12]
     folder = (root or runs_folder(series)) / name
     if (folder / ".git").exists():
+        git = series.repo.git
+        where = f"could not put {folder} back to {step.ref}"
+        run_git(git, "-C", str(folder), "reset", "--quiet", "--hard", step.commit.sha, what=where)
+        run_git(git, "-C", str(folder), "clean", "--quiet", "-d", "--force", "-x", what=where)  # a last run's output
         return folder, False
     folder.parent.mkdir(parents=True, exist_ok=True)
     git = series.repo.git
@@ -161,7 +170,8 @@ class Run:
         return status
 
     async def _one(self, command: Command) -> int:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **command.env}  # lines as they are printed, not at exit
+        # PYTHONUNBUFFERED: lines as they are printed, not at exit
+        env = {**os.environ, **TRY_IT_ENV, "PYTHONUNBUFFERED": "1", **command.env}
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv_here(command.argv),
