@@ -523,6 +523,26 @@ def test_a_long_run_is_stopped_with_its_whole_process_group(run_history, tmp_pat
     assert _group(leader) <= {"Z"}  # nothing of the group runs (a zombie waits only for init to reap it)
 
 
+def test_r_on_another_step_while_one_runs_says_what_it_does_first(run_history, tmp_path):
+    app, notes = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("n", "r")
+        await until(pilot, lambda: 1 in app.records and app.records[1].lines[-1:] != [], "the run prints")
+        await pilot.press("p", "r")  # on step 1, while step 2's run goes on: a word, nothing stopped
+        assert app.records[1].running and notes == [
+            "Step 2's Try-it is running: r again stops it; then r runs this step's."
+        ]
+        await pilot.press("r")  # as announced
+        await until(pilot, finished(app, 1), "the run stops")
+        assert app.records[1].stopped and notes[-1] == "Stopping the run of step 2." and 0 not in app.records
+        await pilot.press("r")
+        await until(pilot, finished(app, 0), "this step's run ends")
+        assert app.records[0].status == 0
+
+    drive(app, keys, SIZE)
+
+
 def _group(pgid: int) -> set[str]:
     """The states of the processes in a process group."""
     states = set()

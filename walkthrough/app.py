@@ -128,6 +128,7 @@ class WalkthroughApp(App[None]):
         # not `_running`: that is Textual's own flag for a running app (None there stops new widgets from starting)
         self._run_record: Record | None = None
         self._starting = False  # a run's checkout is being made
+        self._warned_at: int | None = None  # the step where r was pressed while another step's run went on
         self.show_run = False  # the run panel instead of the diff, on steps that have a run
         self.zoomed = False
         self._confirmed: set[int] = set()
@@ -517,6 +518,16 @@ class WalkthroughApp(App[None]):
 
     def action_run(self) -> None:
         if self.active_run is not None:
+            running = self._run_record.index if self._run_record is not None else self.index
+            if running != self.index and self._warned_at != self.index:  # say what r does here before it does it
+                self._warned_at = self.index
+                self.notify(
+                    f"Step {self.series.steps[running].number}'s Try-it is running: r again stops it; "
+                    "then r runs this step's.",
+                    timeout=4,
+                )
+                return
+            self._warned_at = None
             self._stop_run()
             return
         if self._starting:  # the checkout is being made
