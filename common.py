@@ -2,6 +2,7 @@
 
 import argparse
 import contextlib
+import errno
 import glob
 import hashlib
 import math
@@ -121,12 +122,16 @@ def sha256_file(path):
     return digest.hexdigest()
 
 
-def lock_folder(folder):
+def lock_folder(folder, hold=True):
     """Hold an exclusive lock on folder/.lock for as long as the returned file stays open (the process's life): a
-    second process that tries is refused with the first one's pid. The OS drops the lock when its holder dies."""
+    second process that tries is refused with the first one's pid. The OS drops the lock when its holder dies.
+    hold=False only looks: refused the same way while another process holds it, nothing created or written."""
     import fcntl  # here: POSIX only, and only the writers need it
 
-    f = open(os.path.join(folder, ".lock"), "a+")
+    path = os.path.join(folder, ".lock")
+    if not (hold or os.path.exists(path)):
+        return None
+    f = open_no_link(path, "a+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -136,6 +141,9 @@ def lock_folder(folder):
         raise UserError(
             f"{folder} is in use by another process (pid {holder}): wait for it, or choose another folder"
         ) from None
+    if not hold:
+        f.close()
+        return None
     f.truncate(0)
     f.write(f"{os.getpid()}\n")
     f.flush()
@@ -162,3 +170,16 @@ def fraction(text):
     if not 0 <= (value := float(text)) <= 1:  # nan fails too
         raise ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
     return value
+
+
+def open_no_link(path, mode):
+    """open(path, mode) ("a" or "a+") for a file we append to, refusing a symbolic link in its place: we never write
+    through one (in a shared folder, it could reach another person's file)."""
+    flags = os.O_CREAT | os.O_APPEND | (os.O_RDWR if mode == "a+" else os.O_WRONLY)
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise UserError(f"{path} is a symbolic link: remove it (nothing is written through a link)") from None
+    return open(fd, mode, encoding="utf-8")

@@ -7,6 +7,7 @@ place.
 """
 
 import contextlib
+import glob
 import json
 import logging
 from pathlib import Path
@@ -115,7 +116,8 @@ def load_corpus(args):
     if args.files:
         builder = builder_for(args.files)
         options = {"sample_by": args.sample_by} if builder == "text" else {}
-        source = dict(path=builder, data_files=[str(f) for f in args.files], split="train", **options)
+        # datasets reads data_files as glob patterns: escaped, a name (a[1].txt, b*.txt) is the one file it names
+        source = dict(path=builder, data_files=[glob.escape(str(f)) for f in args.files], split="train", **options)
     else:
         source = dict(path=args.dataset, name=args.name, split=args.split)
     # the json builder logs the error it is about to raise: the user would read it twice, once as a long line

@@ -142,8 +142,8 @@ def parse_args(argv):
 
 
 def source_name(args):
-    """The shards' prefix: FineWeb-Edu's keep the lecture's name; others say where they came from. Letters and digits
-    only: train_gpt2.py finds a split by `_val_` or `_train_` in a name, which my_train_notes.txt would hold."""
+    """The shards' prefix: FineWeb-Edu's keep the lecture's name; others say where they came from, in lower-case
+    letters, digits and dashes: a name any shell and file system take as it is."""
     if args.dataset == FINEWEB and not args.files:
         return "edufineweb"
     name = args.files[0].stem if args.files else Path(args.dataset).name  # HuggingFaceFW/fineweb: fineweb

@@ -130,7 +130,7 @@ def check_run(plan):
     if args.tensorboard:
         run_folder.summary_writer()  # the optional package is installed
     if os.path.isdir(args.log_dir):  # a run going on in it holds its lock
-        lock_folder(args.log_dir).close()
+        lock_folder(args.log_dir, hold=False)
     run = RunFolder(args, master_process=False, device=None)  # the run's checks, without taking the folder
     if not run.checkpoint:
         state = "holds no checkpoint: the run starts at step 0" if args.resume else "a fresh run"

@@ -5,7 +5,6 @@ train_gpt2.py trains, this keeps the record.
 """
 
 import errno
-import glob
 import math
 import os
 import re
@@ -19,7 +18,7 @@ from dataclasses import asdict
 import torch
 import torch.distributed as dist
 
-from common import UserError, lock_folder, write_atomically
+from common import UserError, lock_folder, open_no_link, write_atomically
 
 # besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
 # (--max-lr may change, with a word: a lower one is how a run goes on after a loss spike)
@@ -156,7 +155,7 @@ class RunFolder:
         return f" ({path}, the weights that gave it, is now {aside})"
 
     def log(self, step, kind, value):
-        with open(self.log_file, "a") as f:
+        with open_no_link(self.log_file, "a") as f:
             f.write(f"{step} {kind} {value}\n")
         if self.tensorboard:  # a copy for live curves: log.txt stays the record that --resume and plot_log.py read
             self.tensorboard.add_scalar(TENSORBOARD_TAGS[kind], float(value), step)
@@ -199,7 +198,7 @@ class Console:
 
     @classmethod
     def start(cls, path):
-        cls.file = open(path, "a", encoding="utf-8")  # appended to: a resumed run's output follows on
+        cls.file = open_no_link(path, "a")  # appended to: a resumed run's output follows on
         cls.streams = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = cls(sys.stdout, cls.file), cls(sys.stderr, cls.file)
 
@@ -241,12 +240,13 @@ def summary_writer():
     return SummaryWriter
 
 
-CKPT = re.compile(r"model_(\d+)\.pt$")  # what save_checkpoint names a checkpoint
+CKPT = re.compile(r"model_(\d+)\.pt")  # what save_checkpoint names a checkpoint
 
 
 def checkpoints(log_dir):
     """The checkpoints in log_dir, oldest first, by step number (as text, model_100000.pt would sort first)."""
-    found = {int(m[1]): path for path in glob.glob(os.path.join(log_dir, "model_*.pt")) if (m := CKPT.search(path))}
+    names = os.listdir(log_dir) if os.path.isdir(log_dir) else []  # listed, not globbed: run[1] is a name
+    found = {int(m[1]): os.path.join(log_dir, name) for name in names if (m := CKPT.fullmatch(name))}
     return [found[step] for step in sorted(found)]
 
 

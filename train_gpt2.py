@@ -5,9 +5,9 @@ Reproduce GPT-2 (124M): the model, the data, the optimizer and the training run,
     torchrun --standalone --nproc_per_node=8 train_gpt2.py          # the real run on FineWeb-Edu 10B
 """
 
-import glob
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -383,8 +383,18 @@ class DataLoaderLite:
         return x, y
 
 
+SHARD = re.compile(r".+_(train|val)_\d+\.npy")  # fineweb.py's names: PREFIX_val_000000.npy, PREFIX_train_000001.npy
+
+
+def shard_paths(folder, split):
+    """The shards of one split in a folder, in order. The split is read from the end of a name, so that a prefix may
+    hold `_train_` itself; the folder is listed, not globbed, so that its name is a path and never a pattern."""
+    names = [name for name in os.listdir(folder) if (m := SHARD.fullmatch(name)) and m[1] == split]
+    return [os.path.join(folder, name) for name in sorted(names)]
+
+
 def load_split(data, split, min_tokens):
-    """The token shards of a split: `*_{split}_*.npy` files of a folder made by fineweb.py, or a text file.
+    """The token shards of a split: `*_{split}_NNNNNN.npy` files of a folder made by fineweb.py, or a text file.
     A split must hold min_tokens (one batch for every rank), or its batches would repeat tokens inside themselves."""
     if not os.path.exists(data):
         raise UserError(f"{data} does not exist: make shards with fineweb.py, or pass --data input.txt")
@@ -399,9 +409,11 @@ def load_split(data, split, min_tokens):
         shards = [tokens[:cut] if split == "train" else tokens[cut:]]
     else:
         check_shard_folder(data)
-        paths = sorted(glob.glob(os.path.join(data, f"*_{split}_*.npy")))
+        paths = shard_paths(data, split)
         if not paths:
-            raise UserError(f"no {split} shards (*_{split}_*.npy) in {data}: run fineweb.py first, or pass a text file")
+            raise UserError(
+                f"no {split} shards (*_{split}_NNNNNN.npy) in {data}: run fineweb.py first, or pass a text file"
+            )
         shards = [load_shard(path) for path in paths]
     if (n := sum(map(len, shards))) < min_tokens:
         raise UserError(
@@ -424,7 +436,7 @@ def check_shard_folder(data):
             f"{data} is unfinished: rerun the fineweb.py command that made it, then check it with: {verify}"
         )
     listed = {shard["file"]: shard["tokens"] for shard in manifest["shards"]}
-    found = {os.path.basename(path) for path in glob.glob(os.path.join(data, "*.npy"))}
+    found = {name for name in os.listdir(data) if name.endswith(".npy")}
     problems = [f"{name} missing" for name in sorted(listed.keys() - found)]
     problems += [f"{name} not in manifest.json" for name in sorted(found - listed.keys())]
     problems += [

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import common
+import fineweb
 import run_folder
 import train_gpt2
 
@@ -538,3 +539,33 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
     common.write_atomically(target, lambda f: f.write(b"{}"))
     assert target.read_bytes() == b"{}"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, mine.name, other.name])
+
+
+# ---- a file of ours is never written through a link
+
+
+@pytest.mark.parametrize("name", ["console.txt", ".lock"])
+def test_a_link_in_place_of_a_run_file_is_refused_and_its_target_untouched(capsys, tmp_path, name):
+    theirs = tmp_path / "someone-elses.txt"
+    theirs.write_text("keep me\n")
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    (log_dir / name).symlink_to(theirs)
+    argv = ["--data", "input.txt", *TINY, "--max-steps", "1", "--log-dir", log_dir]
+    main_error(capsys, argv, f"{log_dir / name} is a symbolic link")
+    assert theirs.read_text() == "keep me\n"
+
+
+def test_a_link_in_place_of_a_shard_folders_lock_is_refused(capsys, tmp_path):
+    theirs = tmp_path / "someone-elses.txt"
+    theirs.write_text("keep me\n")
+    out = tmp_path / "shards"
+    out.mkdir()
+    (out / ".lock").symlink_to(theirs)
+    code = fineweb.main(["--files", "input.txt", "--out", str(out), "--shard-size", "50000", "--workers", "1"])
+    err = capsys.readouterr().err  # datasets' progress bars may come first, on a cold cache
+    assert code == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"fineweb.py: error: {out / '.lock'} is a symbolic link: remove it (nothing is written through a link)"
+    )
+    assert theirs.read_text() == "keep me\n"

@@ -165,6 +165,18 @@ def test_plain_text_file_is_one_document(tmp_path):
     assert np.array_equal(token_stream(out), eot_joined([SHAKESPEARE]))
 
 
+@pytest.mark.parametrize("name, decoy", [("a[1].jsonl", "a1.jsonl"), ("b*.jsonl", "bz.jsonl")])
+def test_a_file_named_like_a_pattern_is_that_file_alone(tmp_path, name, decoy):
+    """datasets reads data_files as glob patterns: `a[1].jsonl` would be a1.jsonl, `b*.jsonl` would add bz.jsonl."""
+    folder = tmp_path / "in [x]"  # the folder's name too
+    folder.mkdir()
+    write_jsonl(folder / name, DOCS[:3])
+    write_jsonl(folder / decoy, DOCS[3:6])
+    out = tmp_path / "out"
+    assert run("--files", folder / name, "--out", out, "--shard-size", 10_000_000) == 0
+    assert np.array_equal(token_stream(out), eot_joined(DOCS[:3]))
+
+
 def test_plain_text_by_paragraph(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("First paragraph,\nstill the first.\n\nSecond one.\n\n\nThird.\n")

@@ -84,6 +84,12 @@ def test_passes_a_good_setup(capsys, shards, tmp_path):
     assert checks["time"][1].endswith(f"2 steps take about {2 * ms / 1000:.0f} s, evaluation not counted")
 
 
+def test_looks_at_a_run_folders_lock_without_writing_one(capsys, shards, tmp_path):
+    (tmp_path / "log").mkdir()  # a folder, empty: preflight checks whether a run holds it, and creates nothing there
+    status, checks, verdict = check(capsys, "--data", shards, "--log-dir", tmp_path / "log")
+    assert status == 0 and list((tmp_path / "log").iterdir()) == [], checks
+
+
 def test_refuses_an_unfinished_shard_folder_and_so_does_the_run(capsys, shards, tmp_path):
     manifest = json.loads((shards / "manifest.json").read_text())
     (shards / "manifest.json").write_text(json.dumps(manifest | {"complete": False}))  # as an interrupted run leaves it

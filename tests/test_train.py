@@ -293,6 +293,32 @@ def test_loader_reads_shards_memory_mapped(tmp_path):
     assert len(train_gpt2.load_split(str(tmp_path), "val", 1)[0]) == 500
 
 
+def test_a_split_is_read_from_the_end_of_a_name_in_a_folder_named_like_a_pattern(tmp_path):
+    """A prefix holding `_train_` keeps its validation shard out of training, and a folder called `sh[1]` is the
+    folder of that name (a glob would read it as `sh1`, and find nothing)."""
+    folder = tmp_path / "sh[1]"
+    folder.mkdir()
+    (tmp_path / "sh1").mkdir()  # what the pattern would match
+    np.save(tmp_path / "sh1" / "x_train_000001.npy", np.arange(9, dtype=np.uint16))
+    for i, (split, n) in enumerate([("val", 500), ("train", 2000), ("train", 1500)]):
+        np.save(folder / f"my_train_data_{split}_{i:06d}.npy", np.arange(n, dtype=np.uint16))
+    assert [len(s) for s in train_gpt2.load_split(str(folder), "train", 1)] == [2000, 1500]
+    assert [len(s) for s in train_gpt2.load_split(str(folder), "val", 1)] == [500]
+
+
+def test_a_run_folder_named_like_a_pattern_resumes_its_own_checkpoints(tmp_path):
+    """--log-dir 'run[1]': --resume finds the folder's checkpoints (a glob found none, restarted at step 0 and wrote
+    over them)."""
+    log_dir = tmp_path / "run[1]"
+    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split()]
+    first = run([*common, "--max-steps", "4", "--log-dir", str(log_dir)])
+    assert first.returncode == 0, first.stderr
+    saved = (log_dir / "model_00004.pt").read_bytes()
+    resumed = run([*common, "--max-steps", "6", "--log-dir", str(log_dir), "--resume"])
+    assert resumed.returncode == 0 and "resumed from step 4" in resumed.stdout, resumed.stderr
+    assert (log_dir / "model_00004.pt").read_bytes() == saved and sorted(train_losses(log_dir)) == list(range(6))
+
+
 # ---- whole runs
 
 
