@@ -5,6 +5,7 @@ train_gpt2.py trains, this keeps the record.
 """
 
 import errno
+import hashlib
 import math
 import os
 import re
@@ -172,6 +173,7 @@ class RunFolder:
             "args": vars(self.args),
             "run_id": self.run_id,
         }
+        state["sha256"] = tensor_digest(state["model"], state["optimizer"])  # checked when it is read
         write_atomically(os.path.join(self.dir, f"model_{step:05d}.pt"), lambda f: torch.save(state, f))
 
 
@@ -250,6 +252,27 @@ def checkpoints(log_dir):
     return [found[step] for step in sorted(found)]
 
 
+def tensor_digest(*trees):
+    """The sha256 of every tensor in these nested dicts and lists, in their order (which torch.save keeps): the
+    checksum a checkpoint carries for its weights and optimizer state."""
+    digest = hashlib.sha256()
+
+    def add(x):
+        if isinstance(x, torch.Tensor):
+            digest.update(f"{x.dtype} {tuple(x.shape)}".encode())
+            digest.update(x.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+        elif isinstance(x, dict):
+            for value in x.values():
+                add(value)
+        elif isinstance(x, (list, tuple)):
+            for value in x:
+                add(value)
+
+    for tree in trees:
+        add(tree)
+    return digest.hexdigest()
+
+
 def read_checkpoint(path):
     """The dict save_checkpoint wrote ("model", "config", "step", ...), plus "path"."""
     if not os.path.isfile(path):
@@ -265,6 +288,8 @@ def read_checkpoint(path):
         raise UserError(f"{path} is not a readable checkpoint: {reason}") from None
     if not (isinstance(checkpoint, dict) and all(isinstance(checkpoint.get(k), dict) for k in ("model", "config"))):
         raise UserError(f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)")
+    if checkpoint.get("sha256") != tensor_digest(checkpoint["model"], checkpoint.get("optimizer")):
+        raise UserError(f"{path} is damaged: its tensors do not match the checksum saved with them")
     return checkpoint | {"path": path}
 
 

@@ -216,6 +216,8 @@ def test_garbage_in_the_log_names_its_line(tmp_path):
     ],
 )
 def test_crafted_checkpoints(tmp_path, state, words):
+    if isinstance(state, dict) and "model" in state:  # its checksum right: what follows it is what is wrong
+        state = state | {"sha256": run_folder.tensor_digest(state["model"], state.get("optimizer"))}
     torch.save(state, tmp_path / "model_00005.pt")
     one_line_error(script("train_gpt2.py", *TINY, "--log-dir", tmp_path, "--resume"), "model_00005.pt", *words)
 
@@ -482,7 +484,8 @@ def test_resume_on_other_data_is_refused(tmp_path):
 def test_hellaswag_checkpoint_with_an_impossible_config(tmp_path, config):
     model = train_gpt2.GPT(train_gpt2.GPTConfig(block_size=64, n_layer=1, n_head=1, n_embd=16))
     path = tmp_path / "model_00001.pt"
-    torch.save({"model": model.state_dict(), "config": {"n_layer": 1, "n_head": 1, "n_embd": 16, **config}}, path)
+    state = {"model": model.state_dict(), "config": {"n_layer": 1, "n_head": 1, "n_embd": 16, **config}}
+    torch.save(state | {"sha256": run_folder.tensor_digest(state["model"])}, path)
     data = tmp_path / "h.jsonl"
     data.write_text(json.dumps({"ctx": "A", "endings": ["b", "c", "d", "e"], "label": 0}) + "\n")
     one_line_error(script("hellaswag.py", "--checkpoint", path, "--data", data, "--device", "cpu"), "model_00001.pt")
@@ -569,3 +572,19 @@ def test_a_link_in_place_of_a_shard_folders_lock_is_refused(capsys, tmp_path):
         f"fineweb.py: error: {out / '.lock'} is a symbolic link: remove it (nothing is written through a link)"
     )
     assert theirs.read_text() == "keep me\n"
+
+
+def test_a_checkpoint_with_damaged_tensors_is_refused_wherever_it_is_read(tmp_path):
+    """4 KiB of flipped bytes inside the weights: the file still loads, but its tensors no longer match the checksum
+    saved with them, so resuming, sampling and scoring it are each refused in one line."""
+    log_dir = tmp_path / "log"
+    assert script("train_gpt2.py", *TINY, "--max-steps", "1", "--log-dir", log_dir).returncode == 0
+    path = log_dir / "model_00001.pt"
+    data = bytearray(path.read_bytes())
+    weights = data.index(b"data/0")  # torch.save's zip: the first tensor's bytes follow its entry's name
+    middle = weights + (len(data) - weights) // 2
+    data[middle : middle + 4096] = bytes(b ^ 0xFF for b in data[middle : middle + 4096])
+    path.write_bytes(bytes(data))
+    assert torch.load(path, weights_only=True)["model"]  # it loads: only the checksum can tell
+    one_line_error(script("train_gpt2.py", *TINY, "--max-steps", "2", "--log-dir", log_dir, "--resume"), "is damaged")
+    one_line_error(script("sample.py", path, "--device", "cpu"), "model_00001.pt is damaged")

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 import common
 import hellaswag
 import hellaswag_scoring
+import run_folder
 from fixtures import synthetic_examples
 from reference import lecture_losses, lecture_predictions
 from train_gpt2 import GPT, GPTConfig
@@ -53,7 +54,8 @@ def model():
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory, model):
     path = tmp_path_factory.mktemp("log") / "model_00000.pt"
-    torch.save({"model": model.state_dict(), "config": asdict(CONFIG), "step": 0}, path)
+    state = {"model": model.state_dict(), "config": asdict(CONFIG), "step": 0}
+    torch.save(state | {"sha256": run_folder.tensor_digest(state["model"])}, path)
     return path
 
 
@@ -305,6 +307,7 @@ def test_empty_data_file(tmp_path):
 def test_checkpoint_errors(tmp_path, capsys, checkpoint, data):
     state = torch.load(checkpoint, weights_only=True)
     del state["model"]["lm_head.weight"]
+    state["sha256"] = run_folder.tensor_digest(state["model"])  # the checksum of what it now holds
     torch.save(state, tmp_path / "missing_key.pt")
     state = torch.load(checkpoint, weights_only=True)
     state["config"]["n_layer"] = 3
