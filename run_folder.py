@@ -27,7 +27,21 @@ RUN_SETTINGS = "data seq_len total_batch seed shuffle min_lr_ratio warmup_steps 
 
 
 # what a checkpoint needs besides its weights and config to be resumed, and of which type
-RESUME_ENTRIES = {"optimizer": dict, "step": int, "loader": dict, "rng": torch.Tensor, "args": dict, "run_id": str}
+RESUME_ENTRIES = {
+    "optimizer": dict,
+    "step": int,
+    "loader": dict,
+    "rng": torch.Tensor,
+    "args": dict,
+    "run_id": str,
+    "shards": list,
+}
+
+
+def shard_list(loader):
+    """The shards a loader reads, as a checkpoint records them: each one's file name (none for a text file's tokens)
+    and length. The loader's position means something in these shards only."""
+    return [[os.path.basename(getattr(shard, "filename", None) or ""), len(shard)] for shard in loader.shards]
 
 
 class RunFolder:
@@ -138,6 +152,11 @@ class RunFolder:
             self.check_config(model.config)
             load_weights(model, self.checkpoint["model"], self.checkpoint["path"])
             optimizer.load_state_dict(self.checkpoint["optimizer"])
+            if (then := self.checkpoint.get("shards")) != (now := shard_list(loader)):  # not the same data
+                raise UserError(
+                    f"{self.checkpoint['path']} was trained on {len(then or [])} shards of {self.args.data}, which now "
+                    f"holds {len(now)} other ones: resume it on the data it was trained on"
+                )
             loader.load_state_dict(self.checkpoint["loader"])
             torch.set_rng_state(self.checkpoint["rng"])
         if self.master:  # the log continues from the checkpoint: what the interrupted run logged after it goes
@@ -169,6 +188,7 @@ class RunFolder:
             "step": step,
             "config": asdict(model.config),
             "loader": loader.state_dict(),
+            "shards": shard_list(loader),  # what the position is a position in
             "rng": torch.get_rng_state(),
             "args": vars(self.args),
             "run_id": self.run_id,

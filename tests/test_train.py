@@ -319,6 +319,28 @@ def test_a_run_folder_named_like_a_pattern_resumes_its_own_checkpoints(tmp_path)
     assert (log_dir / "model_00004.pt").read_bytes() == saved and sorted(train_losses(log_dir)) == list(range(6))
 
 
+def test_resume_on_a_shard_folder_that_changed_is_refused(tmp_path):
+    """The checkpoint's data position is a position in the shards it was trained on: a folder that gained a shard
+    would train on other data unsaid, one that lost a shard failed with an IndexError."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    tokens = np.array(tiktoken.get_encoding("gpt2").encode_ordinary((ROOT / "input.txt").read_text()), dtype=np.uint16)
+    for i, split in enumerate(["val", "train", "train"]):
+        np.save(shards / f"x_{split}_{i:06d}.npy", tokens[i * 20_000 : (i + 1) * 20_000])
+    log_dir = tmp_path / "log"
+    common = ["--data", str(shards), *TINY, *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split()]
+    assert run([*common, "--max-steps", "2", "--log-dir", str(log_dir)]).returncode == 0
+    np.save(shards / "x_train_000003.npy", tokens[60_000:80_000])  # gained a shard
+    gained = run([*common, "--max-steps", "4", "--log-dir", str(log_dir), "--resume"])
+    assert gained.returncode == 1 and "Traceback" not in gained.stderr
+    expected = f"model_00002.pt was trained on 2 shards of {shards}, which now holds 3 other ones: resume it on the"
+    assert expected in gained.stderr.strip().splitlines()[-1]
+    (shards / "x_train_000003.npy").unlink()
+    (shards / "x_train_000002.npy").unlink()  # lost one
+    lost = run([*common, "--max-steps", "4", "--log-dir", str(log_dir), "--resume"])
+    assert lost.returncode == 1 and "Traceback" not in lost.stderr and "which now holds 1 other ones" in lost.stderr
+
+
 # ---- whole runs
 
 
