@@ -100,18 +100,25 @@ def stop_signals_held():
             signal.raise_signal(s)
 
 
+def process_running(pid):
+    """Whether a process with this id exists (ours or another user's)."""
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        pass
+    return True
+
+
 def remove_stale_temporaries(path):
     """Delete what a killed writer of path left behind (path.PID.tmp, PID no longer running); a live one's stays."""
     for tmp in glob.glob(f"{glob.escape(str(path))}.*.tmp"):
         pid = tmp[len(str(path)) + 1 : -len(".tmp")]
         if not pid.isdigit():
             continue
-        try:
-            os.kill(int(pid), 0)  # signal 0: only asks whether the process exists
-        except ProcessLookupError:
+        if not process_running(int(pid)):
             os.remove(tmp)
-        except PermissionError:  # it exists, as another user's process
-            pass
 
 
 def sha256_file(path):

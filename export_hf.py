@@ -7,12 +7,13 @@ Hub and any code that loads GPT-2 through transformers can read (pip install -e 
 """
 
 import os
+import re
 import shutil
 import sys
 
 import torch
 
-from common import EOT, ArgumentParser, UserError, run_cli
+from common import EOT, ArgumentParser, UserError, process_running, run_cli
 from train_gpt2 import CONV1D, GPT
 
 N_VOCAB = EOT + 1  # GPT-2's 50,257 tokens: the ids from 50,257 up are padding that no token ever uses
@@ -86,18 +87,29 @@ def max_logit_difference(model, folder):
     return (ours[..., :N_VOCAB] - hf_model(idx).logits).abs().max().item()
 
 
+MARK = ".export_hf"  # in every folder an export writes: --force replaces such a folder, and no other
+
+
 def write_folder_atomically(folder, write, force):
     """write(tmp) into a temporary folder beside folder, then renamed into place: a crash or Ctrl-C leaves no
-    half-written folder. An existing folder with files in it is replaced only with force."""
+    half-written folder. A folder with files in it is replaced only with force, and only if an export made it (a
+    run's log folder, say, is never deleted); what a killed export left beside it is cleaned up first."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise UserError(f"{folder} is a file, not a folder")
-    if os.path.isdir(folder) and os.listdir(folder) and not force:
-        raise UserError(f"{folder} is not empty: choose another folder, or --force to replace it")
+    clean_leftovers(folder)
+    if os.path.isdir(folder) and os.listdir(folder):
+        if not force:
+            raise UserError(f"{folder} is not empty: choose another folder, or --force to replace it")
+        if not os.path.isfile(os.path.join(folder, MARK)):
+            raise UserError(
+                f"{folder} was not made by export_hf.py: --force replaces only an export, choose another folder"
+            )
     tmp = f"{os.path.normpath(folder)}.{os.getpid()}.tmp"  # beside it: a rename never crosses file systems
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a killed process that had our pid
     os.makedirs(tmp)
     try:
         result = write(tmp)
+        with open(os.path.join(tmp, MARK), "w") as f:
+            f.write("written by export_hf.py: its --force may replace this folder\n")
         if os.path.isdir(folder) and os.listdir(folder):  # --force: the old folder goes only once the new one is whole
             old = f"{tmp}.old"
             os.replace(folder, old)
@@ -108,6 +120,21 @@ def write_folder_atomically(folder, write, force):
         return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def clean_leftovers(folder):
+    """What an export that was killed left beside folder: its temporary folder (FOLDER.PID.tmp), and, killed between
+    its two renames, the export it was replacing (FOLDER.PID.tmp.old), put back if nothing took its place."""
+    parent, name = os.path.split(os.path.normpath(folder))
+    leftover = re.compile(re.escape(name) + r"\.(\d+)\.tmp(\.old)?")
+    for entry in sorted(os.listdir(parent or ".")):
+        if not (m := leftover.fullmatch(entry)) or process_running(int(m[1])):
+            continue
+        path = os.path.join(parent, entry)
+        if m[2] and not os.path.exists(folder):
+            os.replace(path, folder)  # the export being replaced: back where it was
+        else:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def export(args):

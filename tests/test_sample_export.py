@@ -1,5 +1,6 @@
 """sample.py and export_hf.py on a tiny checkpoint written by train_gpt2.py itself (one step on tiny shakespeare)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -131,19 +132,46 @@ def test_export_tokenizer_is_tiktokens(exported):
     assert tokenizer.eos_token_id == 50256 and tokenizer.model_max_length == 1024
 
 
-def test_export_refuses_a_folder_with_files_unless_forced(capsys, trained, tmp_path):
+def test_export_replaces_only_an_export_and_only_when_forced(capsys, trained, tmp_path):
     folder = tmp_path / "out"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("mine")
+    assert export_hf.main([str(trained[0]), str(folder)]) == 0
     assert export_hf.main([str(trained[0]), str(folder)]) == 1
     assert (
-        capsys.readouterr().err.strip()
-        == f"export_hf.py: error: {folder} is not empty: choose another folder, or --force to replace it"
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"export_hf.py: error: {folder} is not empty: choose another folder, or --force to replace it")
     )
-    assert [p.name for p in tmp_path.iterdir()] == ["out"] and (folder / "notes.txt").read_text() == "mine"
+    (folder / "config.json").write_text("{}")  # changed: --force writes it again
     assert export_hf.main([str(trained[0]), str(folder), "--force"]) == 0
-    assert "notes.txt" not in {p.name for p in folder.iterdir()} and (folder / "config.json").exists()
+    assert json.loads((folder / "config.json").read_text())["n_layer"] == 2
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary folder left beside it
+
+
+def test_export_force_never_deletes_a_folder_it_did_not_make(capsys, trained, tmp_path):
+    """--force into a run's own log folder: its checkpoints, log and lock stay, and so does anything else's folder."""
+    run = trained[0].parent
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert export_hf.main([str(trained[0]), str(run), "--force"]) == 1
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"{run} was not made by export_hf.py: --force replaces only an export, choose another folder")
+    )
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+def test_a_killed_exports_leftovers_are_cleaned_by_the_next(capsys, trained, tmp_path):
+    """Killed while writing: its FOLDER.PID.tmp stays. Killed between its two renames: the folder is gone, the export
+    it replaced is FOLDER.PID.tmp.old. The next export, whatever its pid, puts the old one back and removes the rest."""
+    folder = tmp_path / "out"
+    assert export_hf.main([str(trained[0]), str(folder)]) == 0
+    dead = 2**22 + 1  # above Linux's default pid_max: no process has it
+    (tmp_path / f"out.{dead}.tmp").mkdir()
+    (tmp_path / f"out.{dead}.tmp" / "model.safetensors").write_bytes(b"half")
+    folder.rename(tmp_path / f"out.{dead + 1}.tmp.old")
+    assert export_hf.main([str(trained[0]), str(folder)]) == 1  # the old export is back: not empty, so refused
+    assert "is not empty" in capsys.readouterr().err and (folder / "config.json").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
 def test_export_offline_without_tiktokens_files_says_how_to_add_them(capsys, trained, tmp_path, monkeypatch):
