@@ -287,6 +287,70 @@ def test_build_refuses_to_overwrite_what_it_did_not_make(steps_dir, tmp_path):
         build(steps_dir, history)
 
 
+@pytest.mark.parametrize(
+    "work, shows",
+    [
+        (["branch", "mine", "step-02"], "branch mine"),
+        (["tag", "v1", "step-01"], "tag v1"),
+        (["stash-an-edit"], "a stash"),
+        (["edit"], "changed or new files"),
+        (["new-file"], "changed or new files"),
+    ],
+)
+def test_a_rebuild_never_destroys_the_learners_work_in_the_history(steps_dir, tmp_path, work, shows):
+    history = tmp_path / "history"
+    build(steps_dir, history)
+    if work[0] in ("stash-an-edit", "edit"):
+        (history / "run.py").write_text("print('my edit')\n")
+        if work[0] == "stash-an-edit":
+            git(history, "stash", "-q")
+    elif work[0] == "new-file":
+        (history / "notes.txt").write_text("mine\n")
+    else:
+        git(history, *work)
+    before = git(history, "for-each-ref")
+    write_series(steps_dir, small_steps(2))  # steps/ changed: a build would rebuild
+    with pytest.raises(WalkthroughError, match=f"would destroy your work there \\({shows}\\)"):
+        build(steps_dir, history)
+    assert git(history, "for-each-ref") == before  # nothing of it touched
+    if work[0] == "new-file":
+        assert (history / "notes.txt").read_text() == "mine\n"
+
+
+def test_two_builds_at_once_both_succeed(steps_dir, tmp_path):
+    """The second waits for the first (a lock on steps/), then finds the history up to date."""
+    code = (
+        "import sys; from pathlib import Path; from walkthrough.patches import build; build(*map(Path, sys.argv[1:]))"
+    )
+    argv = [sys.executable, "-c", code, str(steps_dir), str(tmp_path / "history")]
+    runs = [
+        subprocess.Popen(argv, cwd=Path(__file__).resolve().parents[1], stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    assert [(run.wait(timeout=120), run.stderr.read()) for run in runs] == [(0, ""), (0, "")]
+    assert load_series(tmp_path / "history", "step-00..main").steps[-1].ref == "step-03"
+
+
+def test_an_export_that_fails_half_way_leaves_the_old_patches_whole(steps_dir, tmp_path, monkeypatch):
+    """A full disk while the new patches are written: every old patch is still there, byte for byte."""
+    history = tmp_path / "history"
+    build(steps_dir, history)
+    commit(history, "Step 04: One more", {"more.txt": "x\n"})
+    before = {p.name: p.read_bytes() for p in steps_dir.iterdir()}
+    real = Path.replace
+
+    def full_disk(self, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "replace", full_disk)  # the swap fails as a full disk would fail the writes before it
+    with pytest.raises(OSError):
+        export(history, steps_dir)
+    monkeypatch.setattr(Path, "replace", real)
+    assert {p.name: p.read_bytes() for p in steps_dir.iterdir() if p.suffix == ".patch"} == before
+    assert [p.name for p in steps_dir.iterdir() if p.name.startswith(".export-")] == []
+    assert len(export(history, steps_dir)) == 4  # and the next export goes through
+
+
 def test_build_then_export_is_a_byte_identical_round_trip(steps_dir, tmp_path):
     build(steps_dir, tmp_path / "history")
     written = export(tmp_path / "history", tmp_path / "again")

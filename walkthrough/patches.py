@@ -7,8 +7,11 @@ verifies the series. Steps are keyed by their subjects ("Step 07: Flash attentio
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -193,9 +196,46 @@ def _fresh_build(patches: list[Patch], steps_dir: Path, into: Path) -> list[tupl
     return tags
 
 
+@contextlib.contextmanager
+def one_at_a_time(folder: Path):
+    """Hold an exclusive flock on the folder itself while the block runs: a second build or export of the same steps/
+    waits for the first (then finds the history up to date), instead of both writing it."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # which drops the lock
+
+
+def learners_work(repo: Repo) -> list[str]:
+    """What a rebuild would destroy in a history: branches besides main, tags besides step-NN, a stash, uncommitted
+    or untracked files in its work tree."""
+    refs = run_git(repo.git, "for-each-ref", "--format=%(refname)").decode().split()
+    work = [
+        f"branch {ref.removeprefix('refs/heads/')}"
+        for ref in refs
+        if ref.startswith("refs/heads/") and ref != "refs/heads/main"
+    ]
+    work += [
+        f"tag {ref.removeprefix('refs/tags/')}"
+        for ref in refs
+        if ref.startswith("refs/tags/") and not ref.startswith("refs/tags/step-")
+    ]
+    work += ["a stash"] * ("refs/stash" in refs)
+    if run_git(repo.git, "status", "--porcelain", "--untracked-files=all", env=ISOLATED).strip():
+        work.append("changed or new files")
+    return work
+
+
 def build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
     """Build steps_dir into the repository `into`; nothing to do when it was built from the same patches."""
     steps_dir, into = Path(steps_dir), Path(into)
+    with one_at_a_time(patch_files(steps_dir)[0].parent):
+        return _build(steps_dir, into)
+
+
+def _build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
     digest = series_hash(steps_dir)
     existing = next(path for path in (into, *into.parents) if path.exists())  # `into`, or where it would go
     if not existing.is_dir():
@@ -214,6 +254,12 @@ def build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
                 return step_tags(repo)
             if run_git(repo.git, "rev-parse", "main").decode().strip() != stamp["tip"]:
                 raise WalkthroughError(f"{into} has commits not exported to {steps_dir}: run walkthrough export first")
+            if work := learners_work(repo):
+                raise WalkthroughError(
+                    f"{steps_dir} changed, and rebuilding {into} would destroy your work there ({', '.join(work)}): "
+                    f"keep it elsewhere (git -C {into} bundle create ../my-work.bundle --all, say), then remove it "
+                    "from the history and run this again"
+                )
     # build beside the old history and swap, so a patch that fails to apply leaves the old one in place
     into.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{into.name}-", dir=into.parent))
@@ -248,12 +294,19 @@ def export(source: Path, steps_dir: Path) -> list[Path]:
         parent = _commit(repo.git, commit.tree, parent, commit.message, n)
         tags.append((f"step-{n:02d}", parent))
     steps_dir = Path(steps_dir)
-    with tempfile.TemporaryDirectory() as tmp:
-        run_git(repo.git, "format-patch", *PATCH_OPTIONS, "-o", tmp, f"{tags[0][1]}..{parent}", env=ISOLATED)
-        steps_dir.mkdir(parents=True, exist_ok=True)
-        for old in steps_dir.glob("*.patch"):
-            old.unlink()
-        written = [Path(shutil.move(path, steps_dir / path.name)) for path in sorted(Path(tmp).glob("*.patch"))]
+    steps_dir.mkdir(parents=True, exist_ok=True)
+    with one_at_a_time(steps_dir):
+        for stale in steps_dir.glob(".export-*"):  # a killed export's (none runs now: we hold the lock)
+            shutil.rmtree(stale, ignore_errors=True)
+        with tempfile.TemporaryDirectory(dir=steps_dir, prefix=".export-") as tmp:
+            # written beside the old patches first (a full disk fails here, the old ones untouched), then swapped in
+            # by renames, which need no space
+            run_git(repo.git, "format-patch", *PATCH_OPTIONS, "-o", tmp, f"{tags[0][1]}..{parent}", env=ISOLATED)
+            new = sorted(Path(tmp).glob("*.patch"))
+            for old in steps_dir.glob("*.patch"):
+                if old.name not in {path.name for path in new}:
+                    old.unlink()
+            written = [path.replace(steps_dir / path.name) for path in new]
     _set_refs(repo, parent, tags)
     _write_stamp(repo, steps_dir, parent)
     return written
