@@ -181,7 +181,11 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    return run_cli("export_hf.py", lambda: export(args))
+    try:
+        return run_cli("export_hf.py", lambda: export(args))
+    except KeyboardInterrupt:  # Ctrl-C: one line, as for any other way out
+        print("export_hf.py: interrupted: no half-written folder is left", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -341,7 +341,13 @@ def read_log(path):
         fields = line.split()
         if number == 1 and line.startswith("# run ") and len(fields) == 3:
             run_id = fields[2]
-        elif len(fields) == 3 and fields[0].isdigit() and is_number(fields[2]) and line.endswith("\n"):
+        elif (
+            len(fields) == 3
+            and fields[0].isascii()
+            and fields[0].isdigit()
+            and is_number(fields[2])
+            and line.endswith("\n")
+        ):
             kept.append(line)
         elif number == len(lines) and not line.endswith("\n"):
             print(f"warning: {path}:{number}: dropped a half-written line {line.strip()!r}", file=sys.stderr)

@@ -17,6 +17,7 @@ from common import ArgumentParser, UserError, count, random_seed, run_cli
 from train_gpt2 import autocast_for, load_model, pick_device, run_dtype, sample
 
 OPENAI_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
+MAX_SAMPLES = 4096  # all samples are one batch: 1e12 of them would fail to allocate, deep in torch
 
 
 def run(args):
@@ -52,12 +53,21 @@ def parse_args(argv=None):
     p.add_argument("--top-k", type=count, default=50, help="sample among the k likeliest tokens (training uses 50)")
     p.add_argument("--seed", type=random_seed, default=42, help="the same seed gives the same samples on one device")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not args.prompt:
+        p.error("--prompt is empty: a sample continues some text")
+    if args.num > MAX_SAMPLES:
+        p.error(f"--num {args.num:,}: at most {MAX_SAMPLES:,} samples, one batch on the device")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    return run_cli("sample.py", lambda: run(args))
+    try:
+        return run_cli("sample.py", lambda: run(args))
+    except KeyboardInterrupt:  # Ctrl-C: one line, as for any other way out
+        print("sample.py: interrupted: no more samples", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

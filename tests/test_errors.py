@@ -588,3 +588,11 @@ def test_a_checkpoint_with_damaged_tensors_is_refused_wherever_it_is_read(tmp_pa
     assert torch.load(path, weights_only=True)["model"]  # it loads: only the checksum can tell
     one_line_error(script("train_gpt2.py", *TINY, "--max-steps", "2", "--log-dir", log_dir, "--resume"), "is damaged")
     one_line_error(script("sample.py", path, "--device", "cpu"), "model_00001.pt is damaged")
+
+
+def test_a_log_step_in_other_digits_is_named_not_a_traceback(tmp_path):
+    """'²3' passes str.isdigit, but int() refuses it: the line is an error naming it."""
+    log = tmp_path / "log.txt"
+    log.write_text("# run abc\n0 train 10.5\n²3 train 9.1\n")
+    with pytest.raises(common.UserError, match=r"log.txt:3: expected '<step> <kind> <value>', got '²3 train 9.1'"):
+        run_folder.read_log(str(log))

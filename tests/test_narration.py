@@ -109,3 +109,20 @@ def test_quoted_python_may_hold_what_a_shell_would_read():
 def test_split_refuses_what_needs_a_shell(line):
     with pytest.raises(NarrationError, match="not a plain command"):
         split(line)
+
+
+def test_a_number_too_large_for_a_float_is_compared_not_crashed_on():
+    assert line_matches("loss 1.5e400", "loss 1.5e400") and not line_matches("loss 1.5e400", "loss 2")
+
+
+def test_an_unclosed_quote_is_a_narration_error_not_a_crash():
+    with pytest.raises(NarrationError, match="not a command a shell could read"):
+        split("python -c 'print(1)")
+
+
+def test_the_reader_plans_an_unclosed_quote_as_a_line_it_will_not_run():
+    from walkthrough.runner import plan
+
+    narration = NARRATION.replace("python train_gpt2.py --pretrained gpt2 \\\n    --max-steps 2", "python -c 'print(1)")
+    [planned] = plan(narration)
+    assert planned.commands == () and "not a command a shell could read" in planned.refused

@@ -189,3 +189,25 @@ def test_sample_from_the_exported_folder(capsys, exported):
     rc, out, _ = run_sample(capsys, exported, "--num", 2, "--length", 12, "--device", "cpu")
     assert rc == 0 and len(out) == 2, out
     assert all(line.startswith(f'sample {i}: "{PROMPT}') for i, line in enumerate(out)), out
+
+
+@pytest.mark.parametrize(
+    "flags, words", [(["--prompt", ""], "--prompt is empty"), (["--num", "1e12"], "at most 4,096 samples")]
+)
+def test_sample_refuses_what_cannot_be_sampled_in_one_line(capsys, trained, flags, words):
+    with pytest.raises(SystemExit) as exit:
+        sample.main([str(trained[0]), *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit.value.code != 0 and len(err) == 1 and words in err[0], err
+
+
+@pytest.mark.parametrize("script, what", [(export_hf, "export"), (sample, "run")])
+def test_ctrl_c_is_one_line_and_status_130(capsys, trained, tmp_path, monkeypatch, script, what):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(script, what, interrupted)
+    argv = [str(trained[0]), str(tmp_path / "out")] if script is export_hf else [str(trained[0])]
+    assert script.main(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{script.__name__}.py: interrupted: ")

@@ -14,6 +14,7 @@ A command that needs the network or a GPU says how the checks run it offline, on
 then its output block's heading must say it is stand-in output.
 """
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -102,7 +103,10 @@ def split(line: str) -> list[Command]:
         raise NarrationError(f"not a plain command (pipes, redirects and substitutions need a shell): {line}")
     commands = []
     for part in AND.split(line):
-        words = shlex.split(part)
+        try:
+            words = shlex.split(part)
+        except ValueError as error:  # an unclosed quote: what a shell would reject too
+            raise NarrationError(f"not a command a shell could read ({error}): {line}") from None
         env = {}
         while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
             name, value = words.pop(0).split("=", 1)
@@ -132,6 +136,8 @@ def _pieces(line: str) -> tuple[list[str], list[tuple[str, bool]]]:
 
 def _close(expected: str, found: str, tolerance: float | None) -> bool:
     e, f = float(expected.replace(",", "")), float(found.replace(",", ""))
+    if not (math.isfinite(e) and math.isfinite(f)):  # 1.5e400 reads as inf: only inf matches it
+        return e == f
     if tolerance is not None:
         return abs(f - e) <= tolerance * abs(e) + 1e-12
     mantissa = expected.replace(",", "").split("e")[0]
