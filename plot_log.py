@@ -6,6 +6,7 @@ Plot a training log (log.txt from train_gpt2.py) against OpenAI's GPT-2 124M and
 """
 
 import os
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -120,13 +121,20 @@ def draw(series, out, fineweb, full):
     print(f"wrote {out}", flush=True)
 
 
+def stop_watching(signum, frame):
+    raise KeyboardInterrupt
+
+
 def watch(log, out, every, fineweb, full):
     """Redraw whenever the log has changed, looking every `every` seconds, until Ctrl-C."""
     seen = None
+    signal.signal(signal.SIGTERM, stop_watching)  # SIGTERM (kill, a closing tmux) ends it as Ctrl-C does
+    if not os.path.isfile(log):
+        print(f"waiting for {log}: the run has not written it yet", file=sys.stderr)
     try:
         while True:
-            stat = os.stat(log)
-            if (stat.st_size, stat.st_mtime_ns) != seen:
+            stat = os.stat(log) if os.path.isfile(log) else None
+            if stat and (stat.st_size, stat.st_mtime_ns) != seen:
                 seen = stat.st_size, stat.st_mtime_ns
                 if series := read_series(log):  # no step line yet: the run is still starting
                     draw(series, out, fineweb, full)
@@ -152,8 +160,9 @@ def main(argv=None):
 
 
 def run(args):
-    log = os.path.join(args.log, "log.txt") if os.path.isdir(args.log) else args.log
-    if not os.path.isfile(log):
+    # a folder's log.txt; a folder not made yet (--watch started before the run) is a folder if not a .txt
+    log = args.log if os.path.isfile(args.log) or args.log.endswith(".txt") else os.path.join(args.log, "log.txt")
+    if not (os.path.isfile(log) or args.watch):
         raise UserError(f"no log at {log}")
     out = args.out or os.path.join(os.path.dirname(log), "curves.png")
     out = out if os.path.splitext(out)[1] else out + ".png"  # what matplotlib writes for a name without a suffix

@@ -1,3 +1,9 @@
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 import plot_log
@@ -123,3 +129,24 @@ def test_the_run_s_health_gets_a_row_of_its_own(tmp_path):
     assert (lr.get_title(), norm.get_title()) == ("learning rate", "gradient norm (before clipping)")
     assert list(norm.get_lines()[0].get_ydata()) == pytest.approx([5.0 / (step + 1) for step in range(10)], abs=1e-4)
     assert len(fig.axes) == 4  # two rows of two: no place left empty
+
+
+def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
+    """--watch started before the run: it waits for the log (it exited at once); SIGTERM ends it with status 0."""
+    run_dir = tmp_path / "log" / "cpu"  # not made yet
+    watcher = subprocess.Popen(
+        [sys.executable, "plot_log.py", str(run_dir), "--watch", "0.2"],
+        cwd=Path(__file__).resolve().parents[1],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert watcher.stderr.readline() == f"waiting for {run_dir / 'log.txt'}: the run has not written it yet\n"
+    run_dir.mkdir(parents=True)
+    (run_dir / "log.txt").write_text("# run abc\n0 train 10.9\n1 train 10.2\n2 train 9.8\n")
+    for _ in range(1200):  # a deadline against hanging, not a timing
+        if (run_dir / "curves.png").exists():
+            break
+        time.sleep(0.05)
+    assert (run_dir / "curves.png").exists()
+    watcher.send_signal(signal.SIGTERM)
+    assert watcher.wait(timeout=60) == 0 and "Traceback" not in watcher.stderr.read()
