@@ -7,6 +7,7 @@ import glob
 import hashlib
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -27,6 +28,16 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(1)
 
 
+ALLOCATOR = re.compile(r"can't allocate memory|out of memory")  # torch's CPU allocator, and CUDA's
+
+
+def memory_asked(error):
+    """How much an allocation that failed asked for, as the allocator said it, or what failed."""
+    if found := re.search(r"allocate (\d+) bytes", str(error)):  # the CPU allocator counts bytes
+        return f"{int(found[1]) / 2**30:,.1f} GiB asked for at once"
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
 def run_cli(prog, run):
     """run() -> exit code. A user's mistake, or the disk refusing a write, is one line on stderr and exit code 1;
     anything else is a bug and keeps its traceback."""
@@ -37,6 +48,10 @@ def run_cli(prog, run):
     except OSError as e:  # a full disk, a read-only folder, a file that vanished
         where = f"{e.filename}: " if e.filename else ""
         print(f"{prog}: error: {where}{e.strerror or e}", file=sys.stderr)
+    except (MemoryError, RuntimeError) as e:  # an allocator's refusal: the flags ask for more than the machine has
+        if not isinstance(e, MemoryError) and not ALLOCATOR.search(str(e)):
+            raise
+        print(f"{prog}: error: out of memory: {memory_asked(e)} (a smaller model, -B or -T fits)", file=sys.stderr)
     return 1
 
 

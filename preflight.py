@@ -147,9 +147,9 @@ def check_disk(plan):
     with torch.device("meta"):  # the shapes only: no memory, no initialisation
         n_params = sum(p.numel() for p in GPT(plan.config).parameters())
     checkpoint = 3 * 4 * n_params  # float32 weights and AdamW's two moments
-    every = args.checkpoint_every
-    saves = {args.max_steps, *(range(every, args.max_steps, every) if every else [])}
-    saves = len([step for step in saves if step > plan.start_step])
+    every, start, end = args.checkpoint_every, plan.start_step, args.max_steps
+    # the checkpoints still to come: the end's, and each multiple of --checkpoint-every between the start and the end
+    saves = (end > start) + ((end - 1) // every - start // every if every else 0)
     logs = 200 * (args.max_steps - plan.start_step)  # a step line in console.txt and log.txt, with room to spare
     need = saves * checkpoint + logs
     folder = Path(args.log_dir).absolute()

@@ -596,3 +596,19 @@ def test_a_log_step_in_other_digits_is_named_not_a_traceback(tmp_path):
     log.write_text("# run abc\n0 train 10.5\n²3 train 9.1\n")
     with pytest.raises(common.UserError, match=r"log.txt:3: expected '<step> <kind> <value>', got '²3 train 9.1'"):
         run_folder.read_log(str(log))
+
+
+def test_a_model_too_big_for_memory_is_one_line():
+    """A width of 2**20: GPT-2's embedding alone would take 196 GiB."""
+    proc = script("train_gpt2.py", *TINY, "--n-layer", "1", "--n-head", "1", "--n-embd", str(2**20), "--max-steps", "1")
+    line = one_line_error(proc, "out of memory: ", "GiB asked for at once")
+    assert "train_gpt2.py: error: " in line
+
+
+def test_preflight_counts_a_trillion_steps_checkpoints_without_listing_them(tmp_path):
+    """--max-steps 1e12 --checkpoint-every 1 made a set of 1e12 steps (MemoryError); now the disk check refuses it."""
+    flags = [*TINY, "--max-steps", "1e12", "--checkpoint-every", "1", "--log-dir", tmp_path / "log"]
+    proc = script("preflight.py", *flags, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    disk = next(line for line in proc.stdout.splitlines() if line.startswith("disk "))
+    assert disk.split()[1] == "FAIL" and "1000000000000 x" in disk, proc.stdout
