@@ -550,7 +550,9 @@ def load_model(pretrained=None, checkpoint=None, config=None):
         return GPT.from_pretrained(pretrained)
     except ImportError:
         raise UserError(f"{pretrained} is loaded by transformers: pip install -e '.[hf]'") from None
-    except (OSError, ValueError, KeyError) as e:  # no such model or folder, no network, a broken config or weights
+    except Exception as e:  # no such model or folder, no network, a broken config, weights cut short or of other sizes
+        if not isinstance(e, (OSError, ValueError, KeyError, RuntimeError)) and type(e).__name__ != "SafetensorError":
+            raise
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UserError(f"cannot load model {pretrained!r}: {reason}") from None
 

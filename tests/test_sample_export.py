@@ -1,6 +1,7 @@
 """sample.py and export_hf.py on a tiny checkpoint written by train_gpt2.py itself (one step on tiny shakespeare)."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +212,17 @@ def test_ctrl_c_is_one_line_and_status_130(capsys, trained, tmp_path, monkeypatc
     assert script.main(argv) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"{script.__name__}.py: interrupted: ")
+
+
+@pytest.mark.parametrize("damage", ["cut short", "other sizes"])
+def test_a_broken_transformers_folder_ends_in_our_one_line_error(capsys, exported, tmp_path, damage):
+    folder = tmp_path / "broken"
+    shutil.copytree(exported, folder)
+    if damage == "cut short":
+        weights = folder / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(config | {"n_embd": 2 * config["n_embd"]}))
+    rc, out, err = run_sample(capsys, folder, "--device", "cpu")
+    assert rc == 1 and err[-1].startswith(f"sample.py: error: cannot load model {str(folder)!r}: ") and not out
