@@ -80,6 +80,10 @@ def write_atomically(path, write):
                 f.flush()
                 os.fsync(f.fileno())  # on disk before the rename makes it count
             os.replace(tmp, path)
+        except OSError as e:
+            if e.filename is None:  # a failed write (a full disk) names no file: the one being written is the news
+                raise OSError(e.errno, e.strerror or str(e), tmp) from None
+            raise
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)

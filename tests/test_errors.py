@@ -612,3 +612,15 @@ def test_preflight_counts_a_trillion_steps_checkpoints_without_listing_them(tmp_
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     disk = next(line for line in proc.stdout.splitlines() if line.startswith("disk "))
     assert disk.split()[1] == "FAIL" and "1000000000000 x" in disk, proc.stdout
+
+
+def test_a_failed_write_that_names_no_file_is_told_with_the_file(tmp_path, capsys):
+    """A full disk, as a plain f.write reports it, names no file: the line names the one being written."""
+
+    def full(f):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    assert common.run_cli("x.py", lambda: common.write_atomically(tmp_path / "a.bin", full)) == 1
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"x.py: error: {tmp_path / 'a.bin'}.") and line.endswith(".tmp: No space left on device")
+    assert list(tmp_path.iterdir()) == []
