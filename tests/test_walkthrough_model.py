@@ -638,3 +638,17 @@ def test_bookmarks_recall_by_commit_then_by_number(odd_repo, tmp_path):
     assert marks.recall(load_series(odd_repo, "HEAD~2..HEAD")) == 0  # another range, another bookmark
     marks.path.write_text("{not json")
     assert marks.recall(series) == 0
+
+
+def test_a_submodule_is_not_a_file_to_open(tmp_path):
+    repo = tmp_path / "with-submodule"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "Step 01: A file", {"a.txt": "a\n"})
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{sha},vendor")  # a gitlink, as a submodule leaves
+    git(repo, "commit", "-q", "-m", "Step 02: A submodule")
+    series = load_series(repo)
+    with pytest.raises(WalkthroughError, match="vendor is a submodule at this step, not a file"):
+        series.file_at(1, "vendor")
+    assert series.file_at(1, "a.txt") == b"a\n" and series.file_at(1, "nothing.txt") is None

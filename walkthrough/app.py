@@ -648,7 +648,11 @@ class WalkthroughApp(App[None]):
         if self.path is None:
             self.notify("This step changes no files.", severity="warning")
             return
-        data = self.series.file_at(self.index, self.path)
+        try:
+            data = self.series.file_at(self.index, self.path)
+        except WalkthroughError as error:  # a submodule, or a history rebuilt under the reader
+            self.notify(str(error), severity="warning", markup=False)
+            return
         if data is None:
             self.notify(f"{shown(self.path)} is deleted at this step.", severity="warning", markup=False)
             return

@@ -15,7 +15,7 @@ from pathlib import Path
 from git import Repo
 from git.exc import InvalidGitRepositoryError, NoSuchPathError
 
-from .diff import FileDiff, decode, encode_path, is_data, parse_diff
+from .diff import FileDiff, decode, encode_path, is_data, parse_diff, shown
 from .errors import WalkthroughError
 from .gitcmd import run_git
 
@@ -93,10 +93,13 @@ def _is_git_dir(path: Path) -> bool:
 
 def read_blob(repo: Repo, rev: str, path: str) -> bytes | None:
     """The bytes of `path` in the tree of `rev`, or None when it has no such file."""
-    names = run_git(repo.git, "ls-tree", "-z", "--name-only", rev, "--", path).split(b"\0")
-    if encode_path(path) not in names:
+    entries = [entry.split(b"\t", 1) for entry in run_git(repo.git, "ls-tree", "-z", rev, "--", path).split(b"\0")]
+    kind = next((info.split()[1] for info, *name in entries if name == [encode_path(path)]), None)
+    if kind is None:
         return None
-    return run_git(repo.git, "cat-file", "blob", f"{rev}:{path}")
+    if kind != b"blob":  # a submodule: a commit of another repository, which this one does not hold
+        raise WalkthroughError(f"{shown(path)} is a submodule at this step, not a file: there is nothing to open")
+    return run_git(repo.git, "cat-file", "blob", f"{rev}:{path}", what=f"could not read {shown(path)}")
 
 
 @dataclass(frozen=True)
