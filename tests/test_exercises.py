@@ -201,3 +201,12 @@ def test_the_readmes_worked_example_is_what_the_check_prints(project, capsys):
     script.write_text(script.read_text().replace(head, head + "        " + mistake + "\n"))
     code, out, _ = cli(capsys, project, str(n), "--check")
     assert (code, out) == (1, message + "\n")
+
+
+def test_an_exercise_folder_in_the_way_is_refused_and_kept(project, capsys):
+    n = tying_step(project)
+    in_the_way = project / f"exercise-{n:02d}-tying"
+    in_the_way.write_text("my notes\n")  # a file where the tree would go
+    code, out, err = cli(capsys, project, str(n))
+    assert code == 1 and "is in the way and is not an exercise tree" in err and "kept" not in out
+    assert in_the_way.read_text() == "my notes\n"

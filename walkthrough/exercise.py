@@ -74,6 +74,10 @@ class Exercise:
     def create(self) -> bool:
         """Make the worktree at the step before; False when it exists already (the learner's work is kept)."""
         self.require_check()
+        if self.folder.exists() and not (self.folder / ".git").exists():  # a file, or a folder of something else
+            raise WalkthroughError(
+                f"{self.folder} is in the way and is not an exercise tree: move it elsewhere, then run this again"
+            )
         if self.folder.exists():
             return False
         git = self.series.repo.git
