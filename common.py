@@ -3,7 +3,6 @@
 import argparse
 import contextlib
 import errno
-import glob
 import hashlib
 import math
 import os
@@ -69,7 +68,7 @@ def count(text):
 def write_atomically(path, write):
     """write(f) into a temporary file beside path, then rename it over path: a crash, a full disk or Ctrl-C leaves
     the old file or the new one, never half of one, and never the temporary file."""
-    remove_stale_temporaries(path)
+    remove_stale_temporaries(os.path.dirname(path) or ".", os.path.basename(path))
     tmp = f"{path}.{os.getpid()}.tmp"  # the process's own: two writers of one path never share a temporary file
     # Ctrl-C and SIGTERM wait until the file is whole: an interrupt inside a writer (torch.save's zip writer, say) can
     # surface as that writer's own error instead of KeyboardInterrupt; they arrive the moment the file is done
@@ -130,14 +129,13 @@ def process_running(pid):
     return True
 
 
-def remove_stale_temporaries(path):
-    """Delete what a killed writer of path left behind (path.PID.tmp, PID no longer running); a live one's stays."""
-    for tmp in glob.glob(f"{glob.escape(str(path))}.*.tmp"):
-        pid = tmp[len(str(path)) + 1 : -len(".tmp")]
-        if not pid.isdigit():
-            continue
-        if not process_running(int(pid)):
-            os.remove(tmp)
+def remove_stale_temporaries(folder, name=None):
+    """Delete what killed writers left in folder: NAME.PID.tmp files (of any name, without one) whose PID no longer
+    runs; a live writer's stay. The folder is listed, so its name is never read as a pattern."""
+    for entry in os.listdir(folder):
+        found = re.fullmatch(r"(.+)\.(\d+)\.tmp", entry)
+        if found and name in (None, found[1]) and not process_running(int(found[2])):
+            os.remove(os.path.join(folder, entry))
 
 
 def sha256_file(path):

@@ -19,7 +19,7 @@ from dataclasses import asdict
 import torch
 import torch.distributed as dist
 
-from common import UserError, lock_folder, open_no_link, write_atomically
+from common import UserError, lock_folder, open_no_link, remove_stale_temporaries, write_atomically
 
 # besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
 # (--max-lr may change, with a word: a lower one is how a run goes on after a loss spike)
@@ -81,6 +81,7 @@ class RunFolder:
         if master_process:  # checked, so now the folder is ours: a second writer is refused until we exit
             os.makedirs(self.dir, exist_ok=True)
             self.lock = lock_folder(self.dir)
+            remove_stale_temporaries(self.dir)  # a killed run's half-written checkpoints (model_NNNNN.pt.PID.tmp)
             Console.start(self.console_file)  # from here on, what the run prints is also in console.txt
             if args.resume and not self.checkpoint:
                 print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)

@@ -736,3 +736,15 @@ def test_compiled_run_with_every_evaluation(tmp_path):
     ]
     assert "HellaSwag accuracy: " in proc.stdout and "/6=" in proc.stdout
     assert proc.stdout.count("sample 0:") == 2  # at steps 1 and 2
+
+
+def test_a_killed_runs_half_written_checkpoint_goes_when_the_next_run_takes_the_folder(tmp_path):
+    log_dir = tmp_path / "log"
+    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split()]
+    assert run([*common, "--max-steps", "2", "--log-dir", str(log_dir)]).returncode == 0
+    dead = log_dir / f"model_00003.pt.{2**22 + 1}.tmp"  # no process has this pid: its writer was killed
+    live = log_dir / f"model_00003.pt.{os.getpid()}.tmp"  # a writer that still runs keeps its own
+    dead.write_bytes(b"half")
+    live.write_bytes(b"half")
+    assert run([*common, "--max-steps", "3", "--log-dir", str(log_dir), "--resume"]).returncode == 0
+    assert not dead.exists() and live.exists()
