@@ -358,14 +358,13 @@ def open_manifest(out, settings, source):
         differ = sorted(
             k for k in settings.keys() | manifest["settings"].keys() if settings.get(k) != manifest["settings"].get(k)
         )
-        # a folder made before shards were named after their source: its settings say edufineweb
+        # only the prefix differs: name the one that continues the folder
         keep = f"--prefix {manifest['settings'].get('prefix')} to continue it, " if differ == ["prefix"] else ""
         raise UserError(
             f"{out} holds shards of other settings ({', '.join(differ)} differ): "
             f"{keep}choose another --out, or delete {out} to start over"
         )
-    check_source(out, manifest.get("source", source), source)  # no fingerprint: made before fineweb.py kept them
-    manifest["source"] = source
+    check_source(out, manifest.get("source"), source)
     # a deleted shard (one --verify flagged, say) is rebuilt, and every shard after it
     kept = list(itertools.takewhile(lambda shard: (out / shard["file"]).exists(), manifest["shards"]))
     if len(kept) < len(manifest["shards"]):
