@@ -37,9 +37,10 @@ def memory_asked(error):
     return (str(error).splitlines() or [type(error).__name__])[0]
 
 
-def run_cli(prog, run):
+def run_cli(prog, run, too_big="a smaller model, -B or -T"):
     """run() -> exit code. A user's mistake, or the disk refusing a write, is one line on stderr and exit code 1;
-    anything else is a bug and keeps its traceback."""
+    running out of memory names what to make smaller (too_big); anything else is a bug and keeps its
+    traceback."""
     try:
         return run() or 0
     except UserError as e:
@@ -50,7 +51,7 @@ def run_cli(prog, run):
     except (MemoryError, RuntimeError) as e:  # an allocator's refusal: the flags ask for more than the machine has
         if not isinstance(e, MemoryError) and not ALLOCATOR.search(str(e)):
             raise
-        print(f"{prog}: error: out of memory: {memory_asked(e)} (a smaller model, -B or -T fits)", file=sys.stderr)
+        print(f"{prog}: error: out of memory: {memory_asked(e)} (try {too_big})", file=sys.stderr)
     return 1
 
 

@@ -498,16 +498,11 @@ def main(argv=None):
     args = parse_args(argv)
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        return run_cli("fineweb.py", lambda: verify(args.out) if args.verify else prepare(args))
+        too_big = f"a smaller --shard-size: {shards_saving(args.workers) + 1} shards are held in memory at once"
+        return run_cli("fineweb.py", lambda: verify(args.out) if args.verify else prepare(args), too_big)
     except BrokenProcessPool:
         print(
             "fineweb.py: error: a tokenizer process died (out of memory? killed?); rerun the same command to resume",
-            file=sys.stderr,
-        )
-    except MemoryError:
-        print(
-            f"fineweb.py: error: out of memory: try a smaller --shard-size ({shards_saving(args.workers) + 1} shards "
-            "are held in memory at once)",
             file=sys.stderr,
         )
     except KeyboardInterrupt as e:  # the with-blocks on the way out saved the shard in hand and stopped the workers
