@@ -27,7 +27,7 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(1)
 
 
-ALLOCATOR = re.compile(r"can't allocate memory|out of memory")  # torch's CPU allocator, and CUDA's
+ALLOCATOR = "can't allocate memory"  # torch's CPU allocator says so; CUDA's raises torch.OutOfMemoryError
 
 
 def memory_asked(error):
@@ -49,7 +49,7 @@ def run_cli(prog, run, too_big="a smaller model, -B or -T"):
         where = f"{e.filename}: " if e.filename else ""
         print(f"{prog}: error: {where}{e.strerror or e}", file=sys.stderr)
     except (MemoryError, RuntimeError) as e:  # an allocator's refusal: the flags ask for more than the machine has
-        if not isinstance(e, MemoryError) and not ALLOCATOR.search(str(e)):
+        if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or ALLOCATOR in str(e)):
             raise
         print(f"{prog}: error: out of memory: {memory_asked(e)} (try {too_big})", file=sys.stderr)
     return 1
