@@ -339,6 +339,17 @@ def test_help_lists_every_binding(demo_history, tmp_path):
     drive(app, keys, SIZE)
 
 
+def test_help_and_quit_show_in_an_80_column_footer(demo_history, tmp_path):
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.pause()
+        shown = [key.description for key in app.query("FooterKey") if key.region.width and key.region.right <= 80]
+        assert "Help" in shown and "Quit" in shown, shown
+
+    drive(app, keys, (80, 24))
+
+
 def test_quit_remembers_the_step(demo_history, tmp_path):
     app, _ = reader(demo_history, tmp_path)
 

@@ -54,8 +54,11 @@ class WalkthroughApp(App[None]):
     TITLE = "walkthrough"
     ENABLE_COMMAND_PALETTE = False
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    # the one key table: the footer shows the labels, the help screen lists the tooltips
+    # the one key table: the footer shows the labels, the help screen lists the tooltips. Help and Quit come first:
+    # an 80-column footer cuts the last labels off, and those two must always show
     BINDINGS = [
+        Binding("question_mark", "help", "Help", tooltip="this help", id="help"),
+        Binding("q", "quit", "Quit", tooltip="quit (the step you are on is remembered)", id="quit"),
         Binding("n,right", "next_step", "Next", tooltip="next step", id="next_step"),
         Binding("p,left", "previous_step", "Prev", tooltip="previous step", id="previous_step"),
         Binding("g", "first_step", "First", show=False, tooltip="first step", id="first_step"),
@@ -108,8 +111,6 @@ class WalkthroughApp(App[None]):
             id="exercise",
         ),
         Binding("e", "edit", "Edit", tooltip="open the file at this step in $EDITOR (a copy)", id="edit"),
-        Binding("question_mark", "help", "Help", tooltip="this help", id="help"),
-        Binding("q", "quit", "Quit", tooltip="quit (the step you are on is remembered)", id="quit"),
     ]
 
     def __init__(self, series: Series, bookmarks: Bookmarks, own_series: bool | None = None):
