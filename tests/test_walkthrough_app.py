@@ -389,12 +389,14 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
         diff = app.query_one(DiffView)
         assert diff.rows[-1].text == (
             f"… the diff is {BIG_LINES:,} lines; showing the first {MAX_ROWS - 2:,}. "
-            f"See it all: git show {app.series.steps[-1].commit.sha}"
+            f"See it all: {app.series.git()} show {app.series.steps[-1].commit.sha}"
         )
+        where = Path(app.series.repo.working_tree_dir).resolve()
+        assert app.series.git() == f"git -C {shlex.quote(str(where))}"  # a command that works wherever you are
         await pilot.press("slash", *"line 9999", "enter")  # in the big diff, past the rows it shows
         assert app.index == 6 and notes[-1] == (
             f"This match is past the first {MAX_ROWS:,} rows shown: "
-            f"git show {app.series.steps[-1].commit.sha} shows it all."
+            f"{app.series.git()} show {app.series.steps[-1].commit.sha} shows it all."
         )
         await pilot.press("colon", "1", "enter")
         await pilot.click(FileList, offset=(4, 1))

@@ -315,15 +315,15 @@ class WalkthroughApp(App[None]):
             except WalkthroughError as error:
                 diff.show(Layout([Row("note", f"git could not read {shown(self.path)}: {error}")]))
             else:
-                diff.show(file_layout(self.path, data, step.ref, step.rev))
+                diff.show(file_layout(self.path, data, step.ref, step.rev, self.series.git()))
         else:
-            layout = diff_layout(files, self.split, step.rev)
+            layout = diff_layout(files, self.split, step.rev, self.series.git())
             diff.show(layout)
             file = _position(files, self.path)
             if line is not None:
                 row = layout.line_rows.get(id(line))
                 if row is None:
-                    command = f"git show {shlex.quote(step.rev)}"
+                    command = f"{self.series.git()} show {shlex.quote(step.rev)}"
                     self.notify(
                         f"This match is past the first {MAX_ROWS:,} rows shown: {command} shows it all.",
                         severity="warning",

@@ -183,11 +183,15 @@ class Series:
             self._files[index] = sorted(parse_diff(out), key=is_data)
         return self._files[index]
 
-    def checkout(self, index: int) -> str:
-        """The step's `git checkout` line, run on this repository from any folder: `git -C <repo> checkout ...`."""
+    def git(self) -> str:
+        """`git -C <this repository>`: how a git command the reader suggests starts, to work from any folder."""
         bare = self.repo.bare or "GIT_DIR" in self.repo.git.environment()  # see open_repo
         where = Path(self.repo.git_dir if bare else self.repo.working_tree_dir).resolve()
-        return f"git -C {shlex.quote(str(where))} {self.steps[index].checkout.removeprefix('git ')}"
+        return f"git -C {shlex.quote(str(where))}"
+
+    def checkout(self, index: int) -> str:
+        """The step's `git checkout` line, run on this repository from any folder: `git -C <repo> checkout ...`."""
+        return f"{self.git()} {self.steps[index].checkout.removeprefix('git ')}"
 
     def file_at(self, index: int, path: str) -> bytes | None:
         """The file's bytes after step `index`, or None where the step's tree has no such file."""

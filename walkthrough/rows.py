@@ -66,9 +66,10 @@ def columns(file: FileDiff) -> dict[str, list[str]]:
     return {side: [line.text for line in lines if line.kind in kinds] for side, kinds in SIDES.items()}
 
 
-def diff_layout(files: list[FileDiff], split: bool, rev: str) -> Layout:
+def diff_layout(files: list[FileDiff], split: bool, rev: str, git: str = "git") -> Layout:
     """A step's diff: a header row per file, then its hunks, unified or side by side. `rev` (the step's commit, as
-    git takes it) goes into the command the cut-off note gives."""
+    git takes it) goes into the command the cut-off note gives, which starts with `git` (`git -C <history>`, so that
+    it works wherever the learner stands)."""
     layout = Layout([], split)
     rows = layout.rows
     total = 0
@@ -91,7 +92,7 @@ def diff_layout(files: list[FileDiff], split: bool, rev: str) -> Layout:
                 _unified_rows(layout, file, hunk.lines[: MAX_ROWS - len(rows)], at)
     if len(rows) >= MAX_ROWS:
         drawn = sum(row.kind == "code" for row in rows)
-        whole = f"git show {shlex.quote(rev)}"
+        whole = f"{git} show {shlex.quote(rev)}"
         rows.append(Row("note", f"… the diff is {total:,} lines; showing the first {drawn:,}. See it all: {whole}"))
     if not files:
         rows.append(Row("note", "this step changes no files"))
@@ -142,8 +143,9 @@ def _last_number(hunk: Hunk) -> int:
     return max(old, new)
 
 
-def file_layout(path: str, data: bytes | None, ref: str, rev: str) -> Layout:
-    """The whole file as it is after the step named `ref` on screen and `rev` to git."""
+def file_layout(path: str, data: bytes | None, ref: str, rev: str, git: str = "git") -> Layout:
+    """The whole file as it is after the step named `ref` on screen and `rev` to git (`git` starts the command the
+    cut-off note gives)."""
     layout = Layout([Row("file", f"{shown(path)} at {ref}")], numbers=1, file_rows=[0], path=path)
     rows = layout.rows
     if data is None:
@@ -157,9 +159,7 @@ def file_layout(path: str, data: bytes | None, ref: str, rev: str) -> Layout:
             Row("code", left=Cell(Line(" ", None, n, t), None, "both", n - 1)) for n, t in enumerate(layout.text, 1)
         ]
         if len(text) > MAX_ROWS:
-            whole = shlex.quote(f"{rev}:{shown(path)}")
-            rows.append(
-                Row("note", f"… {len(text):,} lines; showing the first {MAX_ROWS:,}. See it all: git show {whole}")
-            )
+            whole = f"{git} show {shlex.quote(f'{rev}:{shown(path)}')}"
+            rows.append(Row("note", f"… {len(text):,} lines; showing the first {MAX_ROWS:,}. See it all: {whole}"))
     layout.last_number = len(rows)
     return layout
