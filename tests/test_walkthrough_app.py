@@ -122,6 +122,10 @@ def test_search_narration_and_diffs_then_next_and_previous_match(demo_history, t
         assert status(app).endswith("match 3/3")  # wraps around
         await pilot.press("slash", *"Shakespeare", "enter")
         assert app.index == 0 and status(app).endswith("match 1/1")
+        await pilot.press("n")  # another step: no match here, so no counter; N still goes on from the match
+        assert status(app) == "step-02 · unified"
+        await pilot.press("N")
+        assert app.index == 0 and status(app).endswith("match 1/1")
         await pilot.press("slash", *"no such/words", "enter")  # inside the prompt, / is text
         assert notes[-1] == "No match for 'no such/words'." and app.match is None
 

@@ -348,8 +348,8 @@ class WalkthroughApp(App[None]):
         parts = [step.ref, mode]
         if self.has_exercise(step):
             parts.append("exercise")
-        if self.match is not None:
-            parts.append(f"match {self.match + 1}/{len(self.matches)}")
+        if self.match is not None and self.matches[self.match].step == self.index:  # on the match's step only; N, P
+            parts.append(f"match {self.match + 1}/{len(self.matches)}")  # go on from it wherever you are
         if self.zoomed:
             parts.append("zoom")
         self.query_one("#status", Static).update(Content(" · ".join(parts)))
