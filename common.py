@@ -37,9 +37,10 @@ def memory_asked(error):
     return (str(error).splitlines() or [type(error).__name__])[0]
 
 
-def run_cli(prog, run, too_big="a smaller model, -B or -T"):
+def run_cli(prog, run, too_big="a smaller model, -B or -T", interrupted=None):
     """run() -> exit code. A user's mistake, or the disk refusing a write, is one line on stderr and exit code 1;
-    running out of memory names what to make smaller (too_big); anything else is a bug and keeps its
+    running out of memory names what to make smaller (too_big); a Ctrl-C, what it leaves behind (interrupted,
+    status 130; without it, KeyboardInterrupt goes on to the caller); anything else is a bug and keeps its
     traceback."""
     try:
         return run() or 0
@@ -52,6 +53,11 @@ def run_cli(prog, run, too_big="a smaller model, -B or -T"):
         if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or ALLOCATOR in str(e)):
             raise
         print(f"{prog}: error: out of memory: {memory_asked(e)} (try {too_big})", file=sys.stderr)
+    except KeyboardInterrupt:
+        if interrupted is None:
+            raise
+        print(f"{prog}: interrupted: {interrupted}", file=sys.stderr)
+        return 130
     return 1
 
 

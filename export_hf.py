@@ -181,11 +181,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        return run_cli("export_hf.py", lambda: export(args))
-    except KeyboardInterrupt:  # Ctrl-C: one line, as for any other way out
-        print("export_hf.py: interrupted: no half-written folder is left", file=sys.stderr)
-        return 130
+    return run_cli("export_hf.py", lambda: export(args), interrupted="no half-written folder is left")
 
 
 if __name__ == "__main__":

@@ -63,11 +63,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        return run_cli("sample.py", lambda: run(args))
-    except KeyboardInterrupt:  # Ctrl-C: one line, as for any other way out
-        print("sample.py: interrupted: no more samples", file=sys.stderr)
-        return 130
+    return run_cli("sample.py", lambda: run(args), interrupted="no more samples")
 
 
 if __name__ == "__main__":

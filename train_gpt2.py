@@ -825,13 +825,12 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        code = run_cli("train_gpt2.py", lambda: train(args))
-    except KeyboardInterrupt:  # before the loop's own handler, or a second Ctrl-C: stop now, save nothing more
-        print(
-            "train_gpt2.py: interrupted: nothing since the last checkpoint was saved (--resume continues from it)",
-            file=sys.stderr,
+        code = run_cli(
+            "train_gpt2.py",
+            lambda: train(args),
+            # before the loop's own handler, or a second Ctrl-C: stop now, save nothing more
+            interrupted="nothing since the last checkpoint was saved (--resume continues from it)",
         )
-        code = 130
     except Exception:
         if not dist.is_initialized():
             raise

@@ -303,8 +303,9 @@ def export(source: Path, steps_dir: Path) -> list[Path]:
             # by renames, which need no space
             run_git(repo.git, "format-patch", *PATCH_OPTIONS, "-o", tmp, f"{tags[0][1]}..{parent}", env=ISOLATED)
             new = sorted(Path(tmp).glob("*.patch"))
+            names = {path.name for path in new}
             for old in steps_dir.glob("*.patch"):
-                if old.name not in {path.name for path in new}:
+                if old.name not in names:
                     old.unlink()
             written = [path.replace(steps_dir / path.name) for path in new]
     _set_refs(repo, parent, tags)
