@@ -5,11 +5,14 @@ hellaswag_scoring.py or by lm-eval's own harness (our model registered as an lm-
     python hellaswag.py                                    # OpenAI's gpt2 on the validation set (downloaded once)
     python hellaswag.py --checkpoint log/model_19073.pt    # one of our checkpoints
     python hellaswag.py --checkpoint log/model_19073.pt --harness   # the same model through lm-eval's own task
+    python hellaswag.py --data hellaswag_cache/hellaswag_val.jsonl --harness   # lm-eval's scoring of our very file
 
 With this scorer OpenAI's gpt2 (124M) gets acc_norm 0.2955 (the GPT-2 lecture's figure); GPT-3 124M
 reached 0.337 (the GPT-3 paper's zero-shot figure).
 """
 
+import glob
+import os
 import sys
 
 import tiktoken
@@ -125,10 +128,28 @@ if model_registry is not None:
     model_registry.register("build-gpt2", target="hellaswag:HarnessLM")
 
 
-def run_harness(
-    task="hellaswag", *, pretrained="gpt2", checkpoint=None, device="cpu", batch_size=64, include_path=None, limit=None
-):
-    """lm-eval's results dict for one task (samples included), our model built through lm-eval's registry."""
+def file_task(path):
+    """An lm-eval task over one of our HellaSwag files: its examples as they are, scored by lm-eval's own
+    multiple-choice code (context, then " " and each ending, as render() joins them)."""
+    return {
+        "task": "hellaswag_file",
+        "dataset_path": "json",
+        # datasets reads data_files as patterns: escaped, the path names this one file, whatever its characters
+        "dataset_kwargs": {"data_files": {"validation": glob.escape(os.path.abspath(path))}},
+        "validation_split": "validation",
+        "output_type": "multiple_choice",
+        "doc_to_text": "ctx",
+        "doc_to_choice": "endings",
+        "doc_to_target": "label",
+        "metric_list": [
+            {"metric": name, "aggregation": "mean", "higher_is_better": True} for name in ("acc", "acc_norm")
+        ],
+    }
+
+
+def run_harness(task="hellaswag", *, pretrained="gpt2", checkpoint=None, device="cpu", batch_size=64, limit=None):
+    """lm-eval's results dict for one task (samples included), our model built through lm-eval's registry. The task
+    is the name of one of lm-eval's tasks, or a task's config (file_task)."""
     if model_registry is None:
         raise UserError("--harness needs lm-eval: pip install -e '.[eval]'")
     from lm_eval import simple_evaluate
@@ -138,10 +159,9 @@ def run_harness(
     # the model first: a bad checkpoint fails in a second, before lm-eval spends seconds indexing its tasks
     model_args = {"checkpoint": checkpoint} if checkpoint else {"pretrained": pretrained}
     lm = get_model("build-gpt2").create_from_arg_obj(model_args, {"device": device, "batch_size": batch_size})
-    task_manager = TaskManager(include_path=include_path)
-    if task not in task_manager.all_tasks:
-        where = f" (nor in {include_path})" if include_path else ""
-        raise UserError(f"lm-eval has no task {task!r}{where}")
+    task_manager = TaskManager()
+    if isinstance(task, str) and task not in task_manager.all_tasks:
+        raise UserError(f"lm-eval has no task {task!r}")
     try:
         return simple_evaluate(model=lm, tasks=[task], limit=limit, task_manager=task_manager)
     except ConnectionError as e:  # the task's dataset comes from the Hugging Face hub
@@ -174,15 +194,15 @@ def parse_args(argv=None):
         nargs="?",
         const="hellaswag",
         metavar="TASK",
-        help="run lm-eval's own task (default hellaswag, its dataset from the Hugging Face hub) instead",
+        help="score with lm-eval instead: its own task (default hellaswag, its dataset from the Hugging Face hub), "
+        "or with --data, lm-eval's scoring of that file",
     )
-    p.add_argument("--include-path", help="a folder of extra lm-eval task YAMLs, for --harness")
     args = p.parse_args(argv)
     args.model = args.model or "gpt2"  # a default here, not in the group: argparse lets a default pass the exclusion
-    if args.harness and (args.data or args.compile):
-        p.error("--harness reads its task's own data, uncompiled: drop --data and --compile")
-    if args.include_path and not args.harness:
-        p.error("--include-path is for --harness")
+    if args.harness and args.compile:
+        p.error("--harness runs the model uncompiled: drop --compile")
+    if args.harness not in (None, "hellaswag") and args.data:
+        p.error(f"--harness {args.harness} reads its own data: drop --data, or the task's name to score the file")
     return args
 
 
@@ -216,17 +236,19 @@ def report(args, device):
 def report_harness(args, device):
     from lm_eval.utils import make_table
 
+    if args.data:
+        load_examples(args.data)  # a bad line is our one-line error, not a traceback from inside lm-eval
+    task = file_task(args.data) if args.data else args.harness
     results = run_harness(
-        args.harness,
+        task,
         pretrained=args.model,
         checkpoint=args.checkpoint,
         device=device,
         batch_size=4 * args.batch_size,
-        include_path=args.include_path,
         limit=args.limit,
     )
     print(make_table(results))
-    metrics = results["results"][args.harness]
+    metrics = results["results"][task["task"] if args.data else task]
     if "acc_norm,none" in metrics:
         print("lm-eval's acc_norm divides each ending's log-likelihood by its length in characters; ours, by tokens")
     for name in ("acc", "acc_norm"):

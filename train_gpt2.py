@@ -661,8 +661,8 @@ def train(args):
         last_step = step == args.max_steps
 
         # ---- evaluation: validation loss and HellaSwag with the compiled model; samples with the plain one. Each
-        # starts only if no rank was asked to stop: together they can outlast the 30 s that torchrun gives a worker
-        # between forwarding SIGTERM and killing it
+        # starts only if no rank was asked to stop: a scheduler's grace period between SIGTERM and SIGKILL (30 s
+        # under torchrun) can be shorter than an evaluation
         if args.val_every > 0 and (step % args.val_every == 0 or last_step) and not stop.requested():
             loss = val_loss(eval_model, val_loader, args.val_steps, device, autocast)
             loss = all_reduce_sum([loss.item()], device, ddp)[0] / world_size
@@ -754,14 +754,7 @@ PRESETS = {
         checkpoint_every=0,
         log_dir="log/cpu",
     ),
-    # GPT-2's larger sizes, each with the learning rate GPT-3 used at the nearest size (GPT-3 paper, table 2.1)
-    "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024, max_lr=3e-4),  # 355M
-    "gpt2-large": dict(n_layer=36, n_head=20, n_embd=1280, max_lr=2.5e-4),  # 774M
-    "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600, max_lr=2e-4),  # 1558M
 }
-
-
-# argparse types beside common.count (a whole number >= 1); a ValueError becomes argparse's "invalid value" line
 
 
 def parse_args(argv=None):

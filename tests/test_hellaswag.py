@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import torch
@@ -135,37 +136,12 @@ def test_cli_on_transformers_folder(capsys, tmp_path, data, examples):
     assert printed(out, "acc_norm") == round(sum(p == ex["label"] for (_, p), ex in zip(expected, examples)) / 6, 4)
 
 
-# ---- 2. lm-eval, on a local task over the same file, agrees with us where the definitions agree
+# ---- 2. lm-eval, on a task over the same file (file_task), agrees with us where the definitions agree
 
 
-@pytest.fixture(scope="module")
-def task_dir(tmp_path_factory, data):
-    folder = tmp_path_factory.mktemp("tasks")
-    (folder / "hellaswag_local.yaml").write_text(f"""\
-task: hellaswag_local
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    validation: {data}
-output_type: multiple_choice
-validation_split: validation
-doc_to_text: ctx
-doc_to_choice: endings
-doc_to_target: label
-metric_list:
-  - metric: acc
-    aggregation: mean
-    higher_is_better: true
-  - metric: acc_norm
-    aggregation: mean
-    higher_is_better: true
-""")
-    return folder
-
-
-def test_lm_eval_agrees(checkpoint, task_dir, model, examples):
-    results = hellaswag.run_harness("hellaswag_local", checkpoint=str(checkpoint), include_path=str(task_dir))
-    samples = sorted(results["samples"]["hellaswag_local"], key=lambda s: s["doc_id"])
+def test_lm_eval_agrees(checkpoint, data, model, examples):
+    results = hellaswag.run_harness(hellaswag.file_task(data), checkpoint=str(checkpoint))
+    samples = sorted(results["samples"]["hellaswag_file"], key=lambda s: s["doc_id"])
     assert len(samples) == len(examples)
     ours = hellaswag_scoring.predict(model, examples, device="cpu")
     for sample, example, (pred, _) in zip(samples, examples, ours):
@@ -179,22 +155,12 @@ def test_lm_eval_agrees(checkpoint, task_dir, model, examples):
         assert sample["acc_norm"] == float(int((lls / chars).argmax()) == example["label"])
 
 
-def test_cli_harness_prints_table(capsys, checkpoint, task_dir, data):
+def test_cli_harness_scores_our_file(capsys, checkpoint, data):
     rc, out, _ = run_main(
-        capsys,
-        "--checkpoint",
-        checkpoint,
-        "--harness",
-        "hellaswag_local",
-        "--include-path",
-        task_dir,
-        "--limit",
-        4,
-        "--device",
-        "cpu",
+        capsys, "--checkpoint", checkpoint, "--harness", "--data", data, "--limit", 4, "--device", "cpu"
     )
     assert rc == 0
-    assert "|hellaswag_local|" in out and "acc_norm" in out
+    assert "|hellaswag_file|" in out and "acc_norm" in out
     rc, ours, _ = run_main(capsys, "--checkpoint", checkpoint, "--data", data, "--limit", 4, "--device", "cpu")
     assert printed(out, "acc") == printed(ours, "acc")
 
@@ -344,6 +310,23 @@ def test_shape_too_small(model, examples, short):
         hellaswag_scoring.continuation_losses(model, pairs, device="cpu", shape=tuple(shape))
 
 
+def test_harness_scores_the_file_named_not_a_pattern(capsys, checkpoint, data, tmp_path):
+    odd = tmp_path / "val[1].jsonl"
+    odd.write_text(Path(data).read_text())
+    (tmp_path / "val1.jsonl").write_text("what the name would match as a pattern\n")
+    rc, out, _ = run_main(
+        capsys, "--checkpoint", checkpoint, "--harness", "--data", odd, "--limit", 2, "--device", "cpu"
+    )
+    assert rc == 0 and "|hellaswag_file|" in out
+
+
+def test_harness_checks_the_file_first(capsys, checkpoint, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"ctx": "a", "endings": ["b"], "label": 0}\n')
+    rc, _, err = run_main(capsys, "--checkpoint", checkpoint, "--harness", "--data", bad, "--device", "cpu")
+    assert rc == 1 and err.count("\n") == 1 and "bad.jsonl" in err
+
+
 def test_harness_unknown_task(capsys, checkpoint):
     rc, _, err = run_main(capsys, "--checkpoint", checkpoint, "--harness", "no_such_task", "--device", "cpu")
     assert rc == 1 and err.count("\n") == 1 and "no task 'no_such_task'" in err
@@ -351,9 +334,8 @@ def test_harness_unknown_task(capsys, checkpoint):
 
 def test_flag_conflicts(capsys, data):
     for argv in (
-        ["--harness", "--data", data],
+        ["--harness", "arc_easy", "--data", data],
         ["--harness", "--compile"],
-        ["--include-path", "x"],
         ["--model", "gpt2", "--checkpoint", "x.pt"],
         ["--limit", "0"],
     ):

@@ -25,7 +25,7 @@ TIMEOUT = 120  # seconds per command: a Try-it should take well under 30
 
 
 def make_stand_ins(folder: Path) -> Path:
-    """A random GPT-2 saved by transformers, a HellaSwag file made of Shakespeare, and an lm-eval task over it."""
+    """A random GPT-2 saved by transformers, and a HellaSwag file made of Shakespeare."""
     import torch
     import transformers
 
@@ -39,14 +39,6 @@ def make_stand_ins(folder: Path) -> Path:
         for i in range(8):
             ctx, endings = paragraphs[5 * i][:120], [p[:60] for p in paragraphs[5 * i + 1 : 5 * i + 5]]
             f.write(json.dumps({"ctx": ctx, "endings": endings, "label": i % 4}) + "\n")
-    (folder / "tasks").mkdir(exist_ok=True)
-    (folder / "tasks" / "hellaswag_local.yaml").write_text(
-        "task: hellaswag_local\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
-        f"    validation: {folder / 'hellaswag.jsonl'}\noutput_type: multiple_choice\nvalidation_split: validation\n"
-        "doc_to_text: ctx\ndoc_to_choice: endings\ndoc_to_target: label\nmetric_list:\n"
-        "  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n"
-        "  - metric: acc_norm\n    aggregation: mean\n    higher_is_better: true\n"
-    )
     return folder
 
 
