@@ -7,6 +7,7 @@ import hashlib
 import math
 import os
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -86,13 +87,22 @@ def write_atomically(path, write):
                 f.flush()
                 os.fsync(f.fileno())  # on disk before the rename makes it count
             os.replace(tmp, path)
-        except OSError as e:
-            if e.filename is None:  # a failed write (a full disk) names no file: the one being written is the news
+        except Exception as e:
+            # a writer can report a full disk in its own words (torch.save's zip writer: a RuntimeError; numpy: "N
+            # requested and M written", with no errno), and a failed write names no file: say what, and where
+            if getattr(e, "errno", None) is None and out_of_space(tmp):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp) from None
+            if isinstance(e, OSError) and e.filename is None:
                 raise OSError(e.errno, e.strerror or str(e), tmp) from None
             raise
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
+
+
+def out_of_space(path):
+    """Whether the file system holding path has less than 1 MiB left for us."""
+    return shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free < 2**20
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

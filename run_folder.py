@@ -214,23 +214,40 @@ class Console:
     """What the run prints, on stdout and stderr, also goes to console.txt, each line after the time it was printed:
     the output outlives the terminal (a hang-up sends it to /dev/null) and tmux's scrollback, errors included."""
 
-    streams, file = None, None  # sys.stdout and sys.stderr as they were, and console.txt, while the copy is on
+    streams, path, file = None, None, None  # sys.stdout and sys.stderr as they were, and console.txt, while copied
 
-    def __init__(self, stream, file):
-        self.stream, self.file, self.line = stream, file, ""
+    def __init__(self, stream):
+        self.stream, self.line = stream, ""
 
     @classmethod
     def start(cls, path):
-        cls.file = open_no_link(path, "a")  # appended to: a resumed run's output follows on
+        cls.path, cls.file = path, open_no_link(path, "a")  # appended to: a resumed run's output follows on
         cls.streams = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = cls(sys.stdout, cls.file), cls(sys.stderr, cls.file)
+        sys.stdout, sys.stderr = cls(sys.stdout), cls(sys.stderr)
 
     @classmethod
     def stop(cls):
         if cls.streams:
             sys.stdout, sys.stderr = cls.streams
-            cls.file.close()
+            if cls.file:
+                cls.file.close()
             cls.streams, cls.file = None, None
+
+    @classmethod
+    def copy(cls, text):
+        """Whole lines into console.txt, or none: a write the disk cuts short is taken back and the copy ends, with a
+        word on the terminal, which goes on showing everything."""
+        fd, data = cls.file.fileno(), text.encode()
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            written, reason = os.write(fd, data), os.strerror(errno.ENOSPC)
+        except OSError as e:
+            written, reason = 0, e.strerror
+        if written < len(data):
+            os.ftruncate(fd, end)
+            cls.file.close()
+            cls.file = None
+            print(f"warning: {cls.path}: {reason}; the copy of the output stops here", file=cls.streams[1])
 
     def write(self, text):
         try:
@@ -242,9 +259,8 @@ class Console:
             # the terminal hung up before its SIGHUP reached us (torchrun forwards it a moment later): take it now
             signal.raise_signal(signal.SIGHUP)
         *lines, self.line = (self.line + text).split("\n")
-        for line in lines:
-            self.file.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
-        self.file.flush()
+        if lines and Console.file:
+            Console.copy("".join(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n" for line in lines))
         return len(text)
 
     def flush(self):

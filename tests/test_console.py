@@ -124,3 +124,21 @@ def test_tensorboard_without_the_package_is_one_line(tmp_path, capsys, monkeypat
     assert capsys.readouterr().err == f"train_gpt2.py: error: {error}\n"
     assert preflight.main(flags) == 1  # and preflight says so before the run
     assert f"run       FAIL  {error}\n" in capsys.readouterr().out
+
+
+def test_a_full_disk_ends_the_copy_on_a_whole_line_and_says_so(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "console.txt"
+    run_folder.Console.start(str(path))
+    try:
+        print("first line")
+        real_write = run_folder.os.write
+        monkeypatch.setattr(run_folder.os, "write", lambda fd, data: real_write(fd, data[:7]))  # the disk takes 7 bytes
+        print("second line")
+        monkeypatch.undo()
+        print("third line")
+    finally:
+        run_folder.Console.stop()
+    out, err = capsys.readouterr()
+    assert out == "first line\nsecond line\nthird line\n"  # the terminal still shows everything
+    assert err == f"warning: {path}: No space left on device; the copy of the output stops here\n"
+    assert [line.split(" ", 2)[2] for line in path.read_text().splitlines()] == ["first line"]

@@ -624,3 +624,34 @@ def test_a_failed_write_that_names_no_file_is_told_with_the_file(tmp_path, capsy
     line = capsys.readouterr().err.strip()
     assert line.startswith(f"x.py: error: {tmp_path / 'a.bin'}.") and line.endswith(".tmp: No space left on device")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 21824 vs 21718"),
+        OSError("200000 requested and 118720 written"),
+    ],
+    ids=["torch.save's zip writer", "numpy's short write"],
+)
+def test_a_full_disk_in_a_writers_own_words_is_no_space_left(tmp_path, capsys, monkeypatch, failure):
+    """torch.save and np.save report a full disk in words of their own, naming no errno: where the disk is out of
+    space, the line says so and names the file; elsewhere torch's RuntimeError is a bug's and keeps its traceback."""
+
+    def write(f):
+        f.write(b"half")
+        raise failure
+
+    monkeypatch.setattr(common, "out_of_space", lambda path: True)
+    assert common.run_cli("x.py", lambda: common.write_atomically(tmp_path / "a.bin", write)) == 1
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"x.py: error: {tmp_path / 'a.bin'}.") and line.endswith(".tmp: No space left on device")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(common, "out_of_space", lambda path: False)
+    if isinstance(failure, OSError):  # a short write with room left (a quota, say) is still the disk's: its words
+        assert common.run_cli("x.py", lambda: common.write_atomically(tmp_path / "a.bin", write)) == 1
+        assert capsys.readouterr().err.strip().endswith(".tmp: 200000 requested and 118720 written")
+    else:
+        with pytest.raises(RuntimeError):
+            common.run_cli("x.py", lambda: common.write_atomically(tmp_path / "a.bin", write))
+    assert list(tmp_path.iterdir()) == []
