@@ -88,16 +88,28 @@ def write_atomically(path, write):
                 os.fsync(f.fileno())  # on disk before the rename makes it count
             os.replace(tmp, path)
         except Exception as e:
-            # a writer can report a full disk in its own words (torch.save's zip writer: a RuntimeError; numpy: "N
-            # requested and M written", with no errno), and a failed write names no file: say what, and where
-            if getattr(e, "errno", None) is None and out_of_space(tmp):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp) from None
-            if isinstance(e, OSError) and e.filename is None:
-                raise OSError(e.errno, e.strerror or str(e), tmp) from None
-            raise
+            if (reported := disk_error(e, tmp)) is None or reported is e:
+                raise
+            raise reported from None
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
+
+
+def disk_error(error, path):
+    """The OSError to report for a write to path that raised error, or None where the disk is not to blame (a bug
+    keeps its traceback). Writers report a full disk in their own words (torch.save's zip writer raises a RuntimeError,
+    numpy says "N requested and M written" with no errno): where the disk has under 1 MiB left, they are No space left
+    on device. A library written in Rust (safetensors) ends its message with the system's "(os error N)". A failed
+    write that names no file names path."""
+    if getattr(error, "errno", None) is None:
+        if m := re.search(r"\(os error (\d+)\)$", str(error)):
+            return OSError(int(m[1]), os.strerror(int(m[1])), path)
+        if out_of_space(path):
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+    if isinstance(error, OSError):
+        return error if error.filename else OSError(error.errno, error.strerror or str(error), path)
+    return None
 
 
 def out_of_space(path):

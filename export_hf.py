@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from common import EOT, ArgumentParser, UserError, process_running, run_cli
+from common import EOT, ArgumentParser, UserError, disk_error, process_running, run_cli
 from train_gpt2 import CONV1D, GPT
 
 N_VOCAB = EOT + 1  # GPT-2's 50,257 tokens: the ids from 50,257 up are padding that no token ever uses
@@ -118,6 +118,10 @@ def write_folder_atomically(folder, write, force):
         else:
             os.replace(tmp, folder)  # an empty folder is replaced in place
         return result
+    except Exception as e:  # a full disk, in save_pretrained's words or the file system's
+        if (reported := disk_error(e, tmp)) is None or reported is e:
+            raise
+        raise reported from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

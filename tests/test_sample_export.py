@@ -1,6 +1,7 @@
 """sample.py and export_hf.py on a tiny checkpoint written by train_gpt2.py itself (one step on tiny shakespeare)."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -173,6 +174,21 @@ def test_a_killed_exports_leftovers_are_cleaned_by_the_next(capsys, trained, tmp
     assert export_hf.main([str(trained[0]), str(folder)]) == 1  # the old export is back: not empty, so refused
     assert "is not empty" in capsys.readouterr().err and (folder / "config.json").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_full_disk_during_the_export_is_one_line_and_leaves_nothing(capsys, trained, tmp_path, monkeypatch):
+    """safetensors reports a full disk as its own error, in Rust's words: one line naming the folder being written."""
+    import transformers
+
+    def full(self, folder, **kwargs):
+        (Path(folder) / "model.safetensors").write_bytes(b"half")
+        raise RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(transformers.GPT2LMHeadModel, "save_pretrained", full)
+    folder = tmp_path / "out"
+    assert export_hf.main([str(trained[0]), str(folder)]) == 1
+    assert capsys.readouterr().err == f"export_hf.py: error: {folder}.{os.getpid()}.tmp: No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_export_offline_without_tiktokens_files_says_how_to_add_them(capsys, trained, tmp_path, monkeypatch):
