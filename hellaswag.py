@@ -208,7 +208,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    return run_cli("hellaswag.py", lambda: run(args))
+    return run_cli("hellaswag.py", lambda: run(args), interrupted="nothing is written but a whole download")
 
 
 def run(args):

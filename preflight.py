@@ -21,7 +21,7 @@ import torch
 
 import run_folder
 import train_gpt2
-from common import ArgumentParser, UserError, count, lock_folder
+from common import ArgumentParser, UserError, count, lock_folder, run_cli
 from manifest import read_manifest, shard_problems
 from meters import duration
 from train_gpt2 import (
@@ -234,7 +234,7 @@ def main(argv=None):
     own.add_argument("--world-size", type=count, default=torch.cuda.device_count() or 1, help="default: the GPUs")
     ours, rest = own.parse_known_args(argv)
     args = train_gpt2.parse_args(rest)
-    return preflight(args, ours.world_size)
+    return run_cli("preflight.py", lambda: preflight(args, ours.world_size), interrupted="preflight writes nothing")
 
 
 if __name__ == "__main__":

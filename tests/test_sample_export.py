@@ -13,6 +13,8 @@ import tiktoken.load
 import torch
 
 import export_hf
+import hellaswag
+import preflight
 import sample
 from train_gpt2 import GPT
 
@@ -218,13 +220,20 @@ def test_sample_refuses_what_cannot_be_sampled_in_one_line(capsys, trained, flag
     assert exit.value.code != 0 and len(err) == 1 and words in err[0], err
 
 
-@pytest.mark.parametrize("script, what", [(export_hf, "export"), (sample, "run")])
+@pytest.mark.parametrize(
+    "script, what", [(export_hf, "export"), (sample, "run"), (hellaswag, "run"), (preflight, "preflight")]
+)
 def test_ctrl_c_is_one_line_and_status_130(capsys, trained, tmp_path, monkeypatch, script, what):
-    def interrupted(args):
+    def interrupted(*args):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(script, what, interrupted)
-    argv = [str(trained[0]), str(tmp_path / "out")] if script is export_hf else [str(trained[0])]
+    argv = {
+        export_hf: [str(trained[0]), str(tmp_path / "out")],
+        sample: [str(trained[0])],
+        hellaswag: ["--checkpoint", str(trained[0]), "--device", "cpu"],
+        preflight: ["--preset", "cpu", "--log-dir", str(tmp_path / "log")],
+    }[script]
     assert script.main(argv) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"{script.__name__}.py: interrupted: ")
