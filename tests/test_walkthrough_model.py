@@ -652,3 +652,12 @@ def test_a_submodule_is_not_a_file_to_open(tmp_path):
     with pytest.raises(WalkthroughError, match="vendor is a submodule at this step, not a file"):
         series.file_at(1, "vendor")
     assert series.file_at(1, "a.txt") == b"a\n" and series.file_at(1, "nothing.txt") is None
+
+
+def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("walkthrough.cli._run", interrupted)
+    assert main(["check"]) == 130
+    assert capsys.readouterr().err == "walkthrough: interrupted\n"

@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as error:  # a folder where a file should be, a file that can't be read or written
         message = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+    except KeyboardInterrupt:  # build and export swap in what they wrote only once it is whole
+        print("walkthrough: interrupted", file=sys.stderr)
+        return 130
     print(f"walkthrough: error: {message}", file=sys.stderr)
     return 1
 
