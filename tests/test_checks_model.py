@@ -37,6 +37,12 @@ SUMMED_LOSS = ("targets.view(-1))", 'targets.view(-1), reduction="sum")')
 # (the step it changes, by Step-Id; the checks to run; the edit; None if it must pass, else words its failure says)
 SCENARIOS = {
     "tying written the other way round": ("init", ["tying", "init"], TIED_OTHER_WAY, None),
+    "tying the other way round before the init step": (
+        "tying",
+        ["tying"],
+        TIED_OTHER_WAY,
+        "a new tied model's loss (is the tensor kept lm_head's, nn.Linear's small init, or wte's N(0, 1)?)",
+    ),
     "init written by parameter name": ("init", ["init"], INIT_BY_NAME, None),
     "residual scaling on every Linear": (
         "init",

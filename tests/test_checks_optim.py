@@ -39,6 +39,15 @@ def test_lr_schedule_fails_when_the_warmup_starts_at_zero(series_history, tmp_pa
     )
 
 
+def test_lr_schedule_fails_when_the_cpu_preset_keeps_its_fixed_lr(series_history, tmp_path):
+    """The preset's lr=3e-3 left as it was: argparse keeps it as an unused default, the run warms up to 6e-4."""
+    tree = edited(series_history, "lr-schedule", tmp_path / "tree", ("        max_lr=3e-3,\n", "        lr=3e-3,\n"))
+    result = verdict(tree, "lr-schedule")
+    assert not result.ok
+    assert result.message.startswith("the lr at step 0 of `") and "(the CPU preset: max_lr 3e-3" in result.message
+    assert result.message.endswith("expected 0.0006, found 0.00012"), result.message
+
+
 def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path):
     clip = "        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
     clip += "  # bounds the step a bad batch can take\n"

@@ -352,13 +352,27 @@ def loader(tree):
 @check("tying", "train_gpt2.GPTConfig", "train_gpt2.GPT", "GPT.transformer.wte", "GPT.lm_head")
 def tying(tree):
     """The token embedding `wte` and the output layer `lm_head` are one tensor, so the model has exactly
-    vocab_size × n_embd fewer parameters than the untied GPT-2: one matrix both reads and writes tokens."""
+    vocab_size × n_embd fewer parameters than the untied GPT-2: one matrix both reads and writes tokens. The tensor
+    kept is lm_head's, with nn.Linear's small initial weights, so a new model's loss is still near ln(50257); tied the
+    other way round, it keeps nn.Embedding's N(0, 1) weights, and the first loss is several times higher."""
+    import torch
+    import torch.nn.functional as F
+
     model = tree.gpt()  # 2 layers, 32 channels, 64 positions, GPT-2's vocabulary
     wte, lm_head = model.transformer.wte.weight, model.lm_head.weight
     expect(wte is lm_head, "GPT.transformer.wte.weight and GPT.lm_head.weight", "the same tensor", "two tensors")
     found = sum(p.numel() for p in model.parameters())
     expected = gpt2_parameters(TINY["n_layer"], TINY["n_embd"], VOCAB, block_size=64, tied=True)
     expect(found == expected, "parameters of a 2-layer, 32-channel GPT", f"{expected:,}", f"{found:,}")
+    idx = torch.randint(0, VOCAB, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        loss = F.cross_entropy(logits_of(model, idx).reshape(-1, VOCAB), idx.roll(-1, 1).reshape(-1)).item()
+    expect(
+        abs(loss - math.log(VOCAB)) < 1,
+        "a new tied model's loss (is the tensor kept lm_head's, nn.Linear's small init, or wte's N(0, 1)?)",
+        f"near ln(50257) = {math.log(VOCAB):.2f}",
+        f"{loss:.2f}",
+    )
 
 
 @check("init", "train_gpt2.GPT(GPTConfig(...))", "GPT.transformer.h[i].attn.c_proj", "GPT.transformer.h[i].mlp.c_proj")

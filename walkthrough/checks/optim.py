@@ -239,6 +239,11 @@ def lr_schedule(tree):
             spelled = ", ".join(f"{k}={v:g}" for k, v in kwargs.items())
             expect_close(f"get_lr({step}, {spelled})", schedule(step, **kwargs), get_lr(step, **kwargs), 1e-6, 1e-12)
 
+    run = train_here(tree, "--max-steps", "2")  # the CPU preset's own schedule, as the step's Try-it runs it
+    for step, taken in enumerate(run.steps):
+        expected = schedule(step, 3e-3, 3e-4, 5, 2)
+        what = f"the lr at step {step} of `{run.command}` (the CPU preset: max_lr 3e-3, 5 warmup steps)"
+        expect_close(what, expected, taken.groups[0]["lr"], 1e-6, 1e-12)
     run = train_here(tree, "--max-lr", "2e-3", "--min-lr-ratio", "0.25", "--warmup-steps", "2", "--max-steps", "5")
     expect(len(run.steps) == 5, f"optimizer steps in `{run.command}`", 5, len(run.steps))
     for step, taken in enumerate(run.steps):
