@@ -5,6 +5,8 @@ manifest never imports datasets.
 """
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -64,3 +66,30 @@ def shard_problems(path, expected):
     if sha256_file(path) != expected["sha256"]:
         problems.append("sha256 differs")
     return problems
+
+
+def check_shard_folder(data):
+    """Refuse a folder fineweb.py has not finished, or whose .npy files are not the shards its manifest lists: a run
+    on it would loop over partial data. Only names and sizes (the files' headers): `fineweb.py --verify` reads every
+    byte. A folder without a manifest.json (shards from another tool) is taken as it is."""
+    manifest = read_manifest(Path(data))
+    if manifest is None:
+        return
+    verify = f"python fineweb.py --verify --out {data}"
+    if not manifest["complete"]:
+        raise UserError(
+            f"{data} is unfinished: rerun the fineweb.py command that made it, then check it with: {verify}"
+        )
+    listed = {shard["file"]: shard["tokens"] for shard in manifest["shards"]}
+    found = {name for name in os.listdir(data) if name.endswith(".npy")}
+    problems = [f"{name} missing" for name in sorted(listed.keys() - found)]
+    problems += [f"{name} not in manifest.json" for name in sorted(found - listed.keys())]
+    for name in sorted(listed.keys() & found):
+        try:
+            size = np.load(os.path.join(data, name), mmap_mode="r").size  # the header alone
+        except Exception:  # a damaged header (ValueError, SyntaxError, ...): the trainer's loader names it
+            continue
+        if size != listed[name]:
+            problems.append(f"{name} holds {size:,} tokens, not {listed[name]:,}")
+    if problems:
+        raise UserError(f"{data} does not match its manifest.json ({'; '.join(problems[:3])}): run {verify}")

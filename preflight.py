@@ -84,7 +84,7 @@ def verify_shards(folder):
 def check_batch(plan):
     args = plan.args
     plan.grad_accum_steps = train_gpt2.micro_steps(
-        args.total_batch, args.batch_size, args.seq_len, plan.world_size, args.max_steps
+        args.total_batch, args.batch_size, args.seq_len, plan.world_size, args.max_steps, bool(args.resume)
     )
     micro = args.batch_size * args.seq_len * plan.world_size
     return (

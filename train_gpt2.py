@@ -13,7 +13,6 @@ import time
 import traceback
 from argparse import BooleanOptionalAction
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import tiktoken
@@ -25,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import hellaswag_scoring
 from common import EOT, ArgumentParser, UserError, count, fraction, positive_float, random_seed, run_cli, whole
-from manifest import read_manifest
+from manifest import check_shard_folder
 from meters import MFU, TimeLeft
 from run_folder import Console, RunFolder, load_weights, read_checkpoint
 from stopping import StopRequest, leave_process_group, stop_if_not_finite
@@ -423,31 +422,6 @@ def load_split(data, split, min_tokens):
     return shards
 
 
-def check_shard_folder(data):
-    """Refuse a folder fineweb.py has not finished, or whose .npy files are not the shards its manifest lists: a run
-    on it would loop over partial data. Only names and sizes (the files' headers): `fineweb.py --verify` reads every
-    byte. A folder without a manifest.json (shards from another tool) is taken as it is."""
-    manifest = read_manifest(Path(data))
-    if manifest is None:
-        return
-    verify = f"python fineweb.py --verify --out {data}"
-    if not manifest["complete"]:
-        raise UserError(
-            f"{data} is unfinished: rerun the fineweb.py command that made it, then check it with: {verify}"
-        )
-    listed = {shard["file"]: shard["tokens"] for shard in manifest["shards"]}
-    found = {name for name in os.listdir(data) if name.endswith(".npy")}
-    problems = [f"{name} missing" for name in sorted(listed.keys() - found)]
-    problems += [f"{name} not in manifest.json" for name in sorted(found - listed.keys())]
-    problems += [
-        f"{name} holds {len(shard):,} tokens, not {listed[name]:,}"
-        for name in sorted(listed.keys() & found)
-        if len(shard := load_shard(os.path.join(data, name))) != listed[name]
-    ]
-    if problems:
-        raise UserError(f"{data} does not match its manifest.json ({'; '.join(problems[:3])}): run {verify}")
-
-
 def load_shard(path):
     try:
         shard = np.load(path, mmap_mode="r")  # memory-mapped: the OS pages tokens in as batches need them
@@ -578,20 +552,24 @@ def accumulate_gradients(model, loader, grad_accum_steps, device, autocast, ddp)
     return loss_accum
 
 
-def micro_steps(total_batch, B, T, world_size, max_steps):
+def micro_steps(total_batch, B, T, world_size, max_steps, resuming=False):
     """How many B*T micro-batches each of world_size processes adds up to make total_batch tokens a step, or an
-    error naming a -B that keeps the run, and a --total-batch with the --max-steps that keeps its tokens."""
+    error naming a -B that keeps the run, and for a fresh run a --total-batch with the --max-steps that keeps its
+    tokens (a resumed run keeps the total batch it was trained with)."""
     tokens = B * T * world_size  # one micro-step of all processes
     if total_batch % tokens == 0:
         return total_batch // tokens
-    other = max(1, round(total_batch / tokens)) * tokens
-    # another total batch is another experiment (other steps, another schedule); the right --max-steps keeps its tokens
-    keep = round(total_batch * max_steps / other)
-    hint = f"--total-batch {other} --max-steps {keep} (the same tokens in other steps)"
-    if smaller := [b for b in range(B - 1, 0, -1) if total_batch % (b * T * world_size) == 0]:
-        hint = f"-B {smaller[0]} (the same run), or {hint}"
+    hints = [f"-B {b} (the same run)" for b in range(B - 1, 0, -1) if total_batch % (b * T * world_size) == 0][:1]
+    if not resuming:
+        other = max(1, round(total_batch / tokens)) * tokens
+        # another total batch is another experiment (other steps, another schedule); this --max-steps keeps its tokens
+        keep = round(total_batch * max_steps / other)
+        hints.append(f"--total-batch {other} --max-steps {keep} (the same tokens in other steps)")
+    advice = f"pass {', or '.join(hints)}" if hints else "use a number of processes that divides it"
+    kept = "; a resumed run keeps its --total-batch" if resuming else ""
     raise UserError(
-        f"--total-batch {total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size} = {tokens}: pass {hint}"
+        f"--total-batch {total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size} = {tokens}: "
+        f"{advice}{kept}"
     )
 
 
@@ -617,7 +595,7 @@ def train(args):
 
     # ---- the batch: B*T tokens per micro-step per process, accumulated up to total_batch tokens per step
     B, T = args.batch_size, args.seq_len
-    grad_accum_steps = micro_steps(args.total_batch, B, T, world_size, args.max_steps)
+    grad_accum_steps = micro_steps(args.total_batch, B, T, world_size, args.max_steps, bool(args.resume))
 
     # ---- the data, and the folder this run writes (a fresh run never writes over another)
     min_tokens, seed = B * T * world_size + 1, args.seed if args.shuffle else None

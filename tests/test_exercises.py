@@ -108,22 +108,27 @@ def test_an_exercise_from_start_to_pass(project, capsys):
         "expected the same tensor, found two tensors\n"
     )
 
-    # the learner ties the weights, their own way round
+    # the learner ties the weights the other way round: one tensor, but the embedding's N(0, 1) one
     script = folder / "train_gpt2.py"
     text = script.read_text()
     head = "        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)\n"
     assert head in text
     script.write_text(text.replace(head, head + "        self.lm_head.weight = self.transformer.wte.weight\n"))
     code, out, _ = cli(capsys, project, str(n), "--check")
+    assert code == 1 and out.startswith(f"step {n} (Weight tying): fail: a new tied model's loss") and "N(0, 1)" in out
+
+    # and then the lecture's way round, in a line of their own
+    script.write_text(text.replace(head, head + "        self.transformer.wte.weight = self.lm_head.weight  # tied\n"))
+    code, out, _ = cli(capsys, project, str(n), "--check")
     assert (code, out) == (0, f"step {n} (Weight tying): pass\n")
 
     # running it again keeps the work
     code, out, _ = cli(capsys, project, str(n))
     assert code == 0 and "exists already: your work in it is kept" in out
-    assert "self.lm_head.weight = self.transformer.wte.weight" in script.read_text()
+    assert "self.transformer.wte.weight = self.lm_head.weight  # tied" in script.read_text()
 
     code, out, _ = cli(capsys, project, str(n), "--reset")
-    assert code == 0 and "self.lm_head.weight = self.transformer.wte.weight" not in script.read_text()
+    assert code == 0 and "# tied" not in script.read_text()
     code, out, _ = cli(capsys, project, str(n), "--remove")
     assert code == 0 and not folder.exists()
     code, _, err = cli(capsys, project, str(n), "--check")
