@@ -12,8 +12,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from textual.app import App
-from textual.widgets import OptionList
+from textual.geometry import Region
+from textual.widgets import OptionList, Static
 
 from repos import BIG_LINES, ENV, git
 from walkthrough.app import WalkthroughApp
@@ -79,7 +81,8 @@ def test_step_keys_move_through_the_series(demo_history, tmp_path):
         assert title(app) == "Step 1/5 · Read the text"
         for key, index in [("n", 1), ("right", 2), ("p", 1), ("left", 0), ("G", 4), ("g", 0)]:
             await pilot.press(key)
-            assert app.index == index and app.query_one(StepList).highlighted == index
+            steps = app.query_one(StepList)
+            assert app.index == index and steps.step_at[steps.highlighted] == index
         await pilot.press("p")
         await pilot.press("G", "n")
         assert app.index == 4 and notes == ["This is the first step.", "This is the last step."]
@@ -343,6 +346,26 @@ def test_help_lists_every_binding(demo_history, tmp_path):
     drive(app, keys, SIZE)
 
 
+def test_the_help_fits_80x24_each_description_wrapping_under_itself(demo_history, tmp_path):
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("question_mark")
+        await pilot.pause()
+        table = list(app.screen.query(Static))[1]
+        region = Region(0, 0, table.size.width, table.size.height)
+        lines = [strip.text.replace("\u00a0", " ").rstrip() for strip in table.render_lines(region)]
+        width = max(cell_len(shown) for shown, _ in app.key_rows())
+        assert table.region.right <= 80 and max(cell_len(line) for line in lines) <= table.size.width
+        assert any(line[: width + 2].isspace() for line in lines), "a description that wraps, at 80 columns"
+        assert all(line[width : width + 2] == "  " for line in lines)  # every description starts in one column
+        descriptions = " ".join(line[width + 2 :] for line in lines).split()
+        for _, description in app.key_rows():
+            assert " ".join(description.split()) in " ".join(descriptions), description
+
+    drive(app, keys, (80, 24))
+
+
 def test_help_and_quit_show_in_an_80_column_footer(demo_history, tmp_path):
     app, _ = reader(demo_history, tmp_path)
 
@@ -423,6 +446,23 @@ def test_step_list_follows_the_keyboard_when_focused(demo_history, tmp_path):
         assert app.index == 2
         await pilot.press("enter")
         assert isinstance(app.focused, OptionList) and app.index == 2
+
+    drive(app, keys, SIZE)
+
+
+def test_the_step_list_groups_the_parts_under_headings(run_history, tmp_path):
+    """A title's "Part II · " is a heading above the part's first step, not a prefix taking the list's width."""
+    app, _ = reader(run_history, tmp_path)
+
+    async def keys(pilot):
+        steps = app.query_one(StepList)
+        lines = [strip.text.strip() for strip in steps.render_lines(Region(0, 0, steps.size.width, 5))]
+        assert lines == ["Part I", "1 A script that talks", "Part II", "2 A long wait", "3 A failure"]
+        steps.focus()
+        await pilot.press("down")  # over the heading
+        assert app.index == 1 and steps.step_at[steps.highlighted] == 1
+        await pilot.press("up")
+        assert app.index == 0
 
     drive(app, keys, SIZE)
 

@@ -213,7 +213,7 @@ class WalkthroughApp(App[None]):
         loading = self._load(index)  # git works on a new step's diff while the narration is filled in
         steps = self.query_one(StepList)
         with steps.prevent(OptionList.OptionHighlighted):
-            steps.highlighted = index
+            steps.highlighted = steps.option_of[index]
         if new_step:
             # a commit with only a subject line has nothing to say beyond the title bar: the pane steps aside
             text = self.series.steps[index].narration.strip()
@@ -360,8 +360,9 @@ class WalkthroughApp(App[None]):
 
     @on(OptionList.OptionHighlighted, "#steps")
     async def _step_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option_index != self.index:
-            await self.go_to(event.option_index)
+        step = self.query_one(StepList).step_at[event.option_index]
+        if step is not None and step != self.index:
+            await self.go_to(step)
 
     @on(OptionList.OptionHighlighted, "#files")
     def _file_chosen(self, event: OptionList.OptionHighlighted) -> None:

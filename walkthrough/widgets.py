@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
 from pygments.lexers import get_lexer_for_filename
 from pygments.util import ClassNotFound
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
@@ -52,7 +54,7 @@ def language(path: str) -> str:
         return "text"
 
 
-PART = re.compile(r"^(Part [IVXLC]+) · ")  # "Part II · Exact resume": the series' second part starts here
+PART = re.compile(r"^(Part [IVXLC]+) · ")  # "Part II · Exact resume": a step of the series' second part
 
 
 class StepList(OptionList):
@@ -79,17 +81,27 @@ class StepList(OptionList):
             event.prevent_default()
         self._options_width = width
 
+    option_of: list[int] = []  # a step's option (its index in the list, headings counted)
+    step_at: list[int | None] = []  # an option's step; None for a heading
+
     def show_steps(self, steps: list[Step]) -> None:
-        width = len(str(len(steps)))
-        options = []
-        for step in steps:
-            title = Text(step.title)
-            if part := PART.match(step.title):  # the first line of a part, marked
-                title.stylize("bold reverse", 0, len(part.group(1)))
+        """The steps under a heading for each part: a title's "Part II · " becomes the heading above the part's
+        first step, so every title keeps the list's narrow width for its own words."""
+        width = len(str(max((step.number for step in steps), default=0)))
+        parts = [part.group(1) if (part := PART.match(step.title)) else None for step in steps]
+        if parts and parts[0] is None and "Part II" in parts:  # the steps before the first marked part: Part I
+            parts = ["Part I" if part is None and i < parts.index("Part II") else part for i, part in enumerate(parts)]
+        options, self.option_of, self.step_at = [], [], []
+        for index, (step, part) in enumerate(zip(steps, parts)):
+            if part and (index == 0 or parts[index - 1] != part):
+                options.append(Option(Text(part, style="bold reverse"), disabled=True))
+                self.step_at.append(None)
             grid = Table.grid(padding=(0, 1))
             grid.add_column(width=width, justify="right", style="dim", no_wrap=True)
             grid.add_column(ratio=1)
-            grid.add_row(str(step.number), title)
+            grid.add_row(str(step.number), PART.sub("", step.title))
+            self.option_of.append(len(options))
+            self.step_at.append(index)
             options.append(Option(grid))
         self.set_options(options)
 
@@ -553,6 +565,9 @@ class Prompt(Input):
         self.post_message(self.Cancelled())
 
 
+NBSP = "\u00a0"
+
+
 class HelpScreen(ModalScreen[None]):
     """The keys, as the app's binding table lists them."""
 
@@ -563,10 +578,17 @@ class HelpScreen(ModalScreen[None]):
         self.rows = rows
 
     def compose(self):
-        width = max(len(keys) for keys, _ in self.rows)
-        table = Content("\n").join(
-            Content.assemble((f"{keys:>{width}}", "bold $accent"), f"  {text}") for keys, text in self.rows
-        )
+        width = max(cell_len(keys) for keys, _ in self.rows)  # cells, not characters: an arrow can take two
+        # each description wraps under itself, inside the box's 90% of the screen (its border, padding and scrollbar);
+        # indents are no-break spaces, which a line's wrapping keeps
+        room = max(20, int(0.9 * self.app.size.width) - 8 - width - 2)
+        lines = []
+        for keys, text in self.rows:
+            first, *more = textwrap.wrap(text, room) or [""]
+            pad = NBSP * (width - cell_len(keys))
+            lines.append(Content.assemble(pad, (keys, "bold $accent"), NBSP * 2 + first))
+            lines += [Content(NBSP * (width + 2) + line) for line in more]
+        table = Content("\n").join(lines)
         with VerticalScroll(id="help"):
             yield Static("Keys", id="help-title")
             yield Static(table)
