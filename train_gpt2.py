@@ -250,14 +250,6 @@ def setup_distributed(device):
     return ddp, rank, local_rank, world_size, device
 
 
-def to_device(batch, device):
-    """A batch on the device. A plain copy to a GPU makes the host wait until the GPU has finished all the work queued
-    before it; from pinned (page-locked) memory and with non_blocking, the host goes on queueing the forward pass."""
-    if device.startswith("cuda"):
-        return batch.pin_memory().to(device, non_blocking=True)
-    return batch.to(device)
-
-
 def all_reduce_sum(values, device, ddp):
     """Sum a list of numbers over all ranks (gloo has no AVG, so averages divide a sum)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
@@ -458,7 +450,7 @@ def val_loss(model, loader, steps, device, autocast):
     for _ in range(steps):
         x, y = loader.next_batch()
         with autocast():
-            batch_loss = model(to_device(x, device), to_device(y, device))[1]  # not the logits: (B, T, vocab_size)
+            _, batch_loss = model(x.to(device), y.to(device))
         loss += batch_loss.detach().float() / steps
     model.train()
     return loss
@@ -537,14 +529,12 @@ def accumulate_gradients(model, loader, grad_accum_steps, device, autocast, ddp)
     loss_accum = torch.zeros((), device=device)
     for micro_step in range(grad_accum_steps):
         x, y = loader.next_batch()
-        x, y = to_device(x, device), to_device(y, device)
+        x, y = x.to(device), y.to(device)
         if ddp:
             # all-reduce gradients on the last micro-step only; set before the forward, which arms DDP's hooks
             model.require_backward_grad_sync = micro_step == grad_accum_steps - 1
         with autocast():
-            # only the loss: logits kept in a variable would stay alive through the backward and into the next
-            # micro-step (B*T*vocab_size numbers: 6.6 GB in bfloat16 at B=64, T=1024)
-            loss = model(x, y)[1]
+            _, loss = model(x, y)
         # cross_entropy averages over B*T tokens; dividing by the micro-steps makes the sum an average too
         loss = loss / grad_accum_steps
         loss_accum += loss.detach()

@@ -153,26 +153,7 @@ def test_a_total_batch_that_splits():
         assert train_gpt2.micro_steps(524288, 64, 1024, gpus, 19073) == steps
 
 
-# ---- the hot loop: one collective a step, batches to a GPU without waiting for it
-
-
-def test_batches_go_to_a_gpu_from_pinned_memory():
-    done = []
-
-    class Batch:  # stands for a batch in CPU memory: records what is done to it
-        def pin_memory(self):
-            done.append("pin_memory")
-            return self
-
-        def to(self, device, non_blocking=False):
-            done.append((device, non_blocking))
-            return self
-
-    train_gpt2.to_device(Batch(), "cuda:3")
-    assert done == ["pin_memory", ("cuda:3", True)]
-    done.clear()
-    train_gpt2.to_device(Batch(), "cpu")  # pinning is a GPU's business: on a CPU, the plain copy (none)
-    assert done == [("cpu", False)]
+# ---- the hot loop: one collective a step
 
 
 def test_sigterm_to_one_rank_stops_both_at_the_same_step(tmp_path):
