@@ -598,11 +598,23 @@ def test_a_log_step_in_other_digits_is_named_not_a_traceback(tmp_path):
         run_folder.read_log(str(log))
 
 
-def test_a_model_too_big_for_memory_is_one_line():
+@pytest.mark.parametrize("name", ["train_gpt2.py", "preflight.py"])
+def test_a_model_too_big_for_memory_is_one_line(name, tmp_path):
     """A width of 2**20: GPT-2's embedding alone would take 196 GiB."""
-    proc = script("train_gpt2.py", *TINY, "--n-layer", "1", "--n-head", "1", "--n-embd", str(2**20), "--max-steps", "1")
-    line = one_line_error(proc, "out of memory: ", "GiB asked for at once")
-    assert "train_gpt2.py: error: " in line
+    flags = [*TINY, "--n-layer", "1", "--n-head", "1", "--n-embd", 2**20, "--max-steps", "1", "--log-dir", tmp_path]
+    line = one_line_error(script(name, *flags), "out of memory: ", "GiB asked for at once")
+    assert f"{name}: error: " in line
+
+
+@pytest.mark.parametrize("name", ["sample.py", "export_hf.py"])
+def test_a_checkpoint_too_big_for_memory_is_one_line(name, tmp_path):
+    """A checkpoint whose config asks for a width of 2**20 (its weights left out): building its model fails."""
+    config = dict(block_size=1024, vocab_size=50304, n_layer=1, n_head=1, n_embd=2**20)
+    path = tmp_path / "big.pt"
+    torch.save({"model": {}, "config": config, "sha256": run_folder.tensor_digest({}, None)}, path)
+    args = [path, tmp_path / "out"] if name == "export_hf.py" else [path]
+    line = one_line_error(script(name, *args), "out of memory: ", "GiB asked for at once")
+    assert f"{name}: error: " in line
 
 
 def test_preflight_counts_a_trillion_steps_checkpoints_without_listing_them(tmp_path):
