@@ -78,8 +78,10 @@ def expect(ok: bool, what: str, expected: object, found: object) -> None:
 def expect_close(what: str, expected: float, found: float, rel: float = 1e-5, abs_: float = 1e-6) -> None:
     """Numbers (or 0-d tensors) equal within rel (relative) or abs_ (absolute), whichever is wider."""
     expected, found = float(expected), float(found)
-    ok = abs(found - expected) <= max(rel * abs(expected), abs_)
-    expect(ok, what, f"{expected:.6g}", f"{found:.6g}")
+    allowed = max(rel * abs(expected), abs_)
+    ok = abs(found - expected) <= allowed
+    # the difference, not only the two numbers: at six digits, two values can print alike or differ by rounding alone
+    expect(ok, what, f"{expected:.6g}", f"{found:.6g} (off by {abs(found - expected):.2g}, {allowed:.2g} allowed)")
 
 
 def expect_tensors_close(what: str, expected, found, atol: float = 1e-5, rtol: float = 1e-5) -> None:
