@@ -138,6 +138,20 @@ def test_an_exercise_from_start_to_pass(project, capsys):
     )
 
 
+def test_exercise_works_where_the_learner_stands_never_in_the_installed_project(project, capsys, monkeypatch, tmp_path):
+    n = tying_step(project)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # no steps/ here: no tree is made, here or in the installed project
+    assert main(["exercise", str(n)]) == 1
+    assert "holds no steps/: run walkthrough exercise in the project's folder, or pass --project DIR" in (
+        capsys.readouterr().err
+    )
+    assert list(elsewhere.iterdir()) == [] and not (ROOT / f"exercise-{n:02d}-tying").exists()
+    monkeypatch.chdir(project)  # in a project's folder: that project, without --project
+    assert main(["exercise", str(n)]) == 0 and (project / f"exercise-{n:02d}-tying").is_dir()
+
+
 def test_a_step_without_a_check_says_so(project, capsys):
     last = open_history(project).steps[-1]
     code, out, err = cli(capsys, project, str(last.number))

@@ -57,7 +57,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Read the series step by step (no command), or build, export and check it.",
     )
     parser.add_argument(
-        "--project", type=Path, default=PROJECT, metavar="DIR", help="project root (default: %(default)s)"
+        "--project",
+        type=Path,
+        metavar="DIR",
+        help=f"project root (default: the current folder where it holds steps/, else {PROJECT})",
     )
     parser.add_argument(
         "--repo",
@@ -107,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    here = Path.cwd()
+    if args.project is None and not (here / "steps").is_dir():
+        if args.command == "exercise":  # it writes a tree of the learner's own: where they stand, never elsewhere
+            raise WalkthroughError(
+                f"{here} holds no steps/: run walkthrough exercise in the project's folder, or pass --project DIR"
+            )
+        args.project = PROJECT  # reading, building and checking the installed project's series from anywhere
+    args.project = args.project or here
     if args.repo is not None and len(args.repo) > 2:
         parser.error("--repo takes a PATH and at most one RANGE")
     steps, history = args.project / "steps", args.project / "history"
