@@ -127,10 +127,14 @@ def test_an_exercise_from_start_to_pass(project, capsys):
     assert code == 0 and "exists already: your work in it is kept" in out
     assert "self.transformer.wte.weight = self.lm_head.weight  # tied" in script.read_text()
 
+    # starting over sets the tree aside, whole, and says where: nothing of the learner's is deleted
     code, out, _ = cli(capsys, project, str(n), "--reset")
-    assert code == 0 and "# tied" not in script.read_text()
+    (kept,) = project.glob(f"exercise-{n:02d}-tying.kept-*")
+    assert code == 0 and "# tied" not in script.read_text() and f"your tree as it was is {kept}" in out
+    assert "# tied" in (kept / "train_gpt2.py").read_text()
     code, out, _ = cli(capsys, project, str(n), "--remove")
-    assert code == 0 and not folder.exists()
+    assert code == 0 and not folder.exists() and len(list(project.glob(f"exercise-{n:02d}-tying.kept-*"))) == 2
+    assert out.startswith(f"{folder} set aside as ") and "rename it back to go on" in out
     code, _, err = cli(capsys, project, str(n), "--check")
     assert code == 1 and err == (
         f"walkthrough: error: no exercise tree for step {n} ({folder} does not exist): "
@@ -174,7 +178,7 @@ def test_exercise_survives_a_rebuilt_history(project, capsys):
     code, _, _ = cli(capsys, project, str(n), "--reset")
     assert code == 0 and (folder / ".git").is_file()
     code, _, _ = cli(capsys, project, str(n), "--remove")
-    assert code == 0 and not folder.exists()
+    assert code == 0 and not folder.exists() and len(list(project.glob(f"exercise-{n:02d}-tying.kept-*"))) == 2
 
 
 def test_compare_shows_the_learners_change_beside_the_step(project):

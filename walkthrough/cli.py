@@ -85,8 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     then = exercise.add_mutually_exclusive_group()
     then.add_argument("--check", action="store_true", help="run step N's check against your tree")
     then.add_argument("--compare", action="store_true", help="read your change beside the series' step N")
-    then.add_argument("--reset", action="store_true", help="start over: your tree back at step N-1")
-    then.add_argument("--remove", action="store_true", help="delete your tree")
+    then.add_argument(
+        "--reset", action="store_true", help="start over at step N-1 (your tree is set aside, not deleted)"
+    )
+    then.add_argument("--remove", action="store_true", help="set your tree aside as FOLDER.kept-TIME (not deleted)")
     return parser
 
 
@@ -151,11 +153,13 @@ def _exercise(args: argparse.Namespace) -> int:
     if args.compare:
         return _show(exercise.compare())
     if args.remove:
-        exercise.remove()
-        print(f"removed {exercise.folder}")
+        kept = exercise.set_aside()
+        print(
+            f"{exercise.folder} set aside as {kept}: rename it back to go on, or delete it when you no longer need it"
+        )
     elif args.reset:
-        exercise.reset()
-        print(f"{exercise.folder}: back at step {step.number - 1}, your changes gone")
+        kept = exercise.reset()
+        print(f"{exercise.folder}: back at step {step.number - 1}; your tree as it was is {kept} (delete it when done)")
     else:
         if not exercise.create():
             print(f"{exercise.folder} exists already: your work in it is kept (--reset starts over)\n")

@@ -7,9 +7,10 @@ changed), the link breaks but the files stay: checking, comparing, resetting and
 
 from __future__ import annotations
 
+import itertools
 import os
-import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,18 +86,25 @@ class Exercise:
         run_git(git, "worktree", "add", "--detach", str(self.folder), self.base, what="could not make the tree")
         return True
 
-    def remove(self) -> None:
+    def set_aside(self) -> Path:
+        """Move the learner's tree out of the way, whole, and say where: nothing of theirs is deleted (they delete
+        the folder once they no longer need it, or rename it back)."""
         self.require_folder()
-        try:
-            run_git(self.series.repo.git, "worktree", "remove", "--force", str(self.folder))
-        except WalkthroughError:  # no longer a worktree of this history (it was rebuilt): the folder is all there is
-            shutil.rmtree(self.folder)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        kept = next(
+            path
+            for n in itertools.count()
+            if not (path := self.folder.with_name(f"{self.folder.name}.kept-{stamp}{f'-{n}' if n else ''}")).exists()
+        )
+        self.folder.rename(kept)
         run_git(self.series.repo.git, "worktree", "prune", what="could not tidy git's list of worktrees")
+        return kept
 
-    def reset(self) -> None:
-        """Back to the step before, the learner's changes gone."""
-        self.remove()
+    def reset(self) -> Path:
+        """Back to the step before; the learner's tree is set aside, and where it went returned."""
+        kept = self.set_aside()
         self.create()
+        return kept
 
     # ---- what the learner reads and runs
 
