@@ -193,12 +193,18 @@ def test_compare_shows_the_learners_change_beside_the_step(project):
     (exercise.folder / "log" / "log.txt").write_text("0 train 10.9\n")  # a run's output is not the answer
 
     compared = exercise.compare()
-    ours, yours = compared.steps
+    ours, yours, difference = compared.steps
     assert ours.commit.sha == exercise.step.commit.sha and yours.commit.parents == ours.commit.parents
     files = compared.files(1)
     assert [f.path for f in files] == ["train_gpt2.py"]
     added = [line.text for hunk in files[0].hunks for line in hunk.lines if line.kind == "+"]
     assert added == ["# my tying goes here"]
+    # the learner's tree against the series' step: their line, and the series' tie they have not written yet
+    assert difference.commit.parents == (ours.commit.sha,) and difference.commit.tree == yours.commit.tree
+    lines = [(line.kind, line.text) for f in compared.files(2) for hunk in f.hunks for line in hunk.lines]
+    assert ("+", "# my tying goes here") in lines and any(
+        kind == "-" and "self.transformer.wte.weight = self.lm_head.weight" in text for kind, text in lines
+    )
     assert "my tying" not in (series.repo.git.status("--porcelain") or "")  # history/ itself is untouched
 
     app = WalkthroughApp(compared, Bookmarks(project / "bookmarks.json"))
@@ -208,7 +214,8 @@ def test_compare_shows_the_learners_change_beside_the_step(project):
             await pilot.press("n")
             return str(app.query_one("#title").render())
 
-    assert "Your step" in asyncio.run(run())
+    title = asyncio.run(run())
+    assert title.startswith(f"Step {exercise.step.number} · Your step")  # one step's versions: no "/3"
 
 
 def test_the_readmes_worked_example_is_what_the_check_prints(project, capsys):

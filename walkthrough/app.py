@@ -337,8 +337,9 @@ class WalkthroughApp(App[None]):
 
     def _show_title(self) -> None:
         step = self.series.steps[self.index]
-        last = self.series.steps[-1].number
-        self.query_one("#title", Static).update(Content(f"Step {step.number}/{last} · {step.title}"))
+        last = self.series.steps[-1].number  # out of how many; not for --compare's versions of one step
+        count = f"/{last}" if last != self.series.steps[0].number else ""
+        self.query_one("#title", Static).update(Content(f"Step {step.number}{count} · {step.title}"))
         if self.show_run and self.index in self.records:
             mode = "run"
         elif self.whole_file:

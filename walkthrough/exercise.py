@@ -128,8 +128,9 @@ class Exercise:
         return run_checks(self.folder, [self.step.slug])[0]
 
     def compare(self) -> Series:
-        """A two-step series for the reader: the series' step, then the learner's tree as a commit on the same
-        parent (written to history's object store only; the learner's folder, index and HEAD are left alone)."""
+        """A three-step series for the reader: the series' step, the learner's tree as a commit on the same parent,
+        and the learner's tree against the series' step itself: what is still different (written to history's object
+        store only; the learner's folder, index and HEAD are left alone)."""
         self.require_folder()
         git = self.series.repo.git
         with tempfile.TemporaryDirectory() as scratch:
@@ -142,11 +143,16 @@ class Exercise:
             }
             run_git(git, "add", "-A", "--", ".", *NOT_THE_ANSWER, env=env, what="could not read your tree")
             tree = run_git(git, "write-tree", env=env).decode().strip()
-            title = f"Your step {self.step.number}: {self.step.title}"
-            message = f"{title}\n\nThe files of {self.folder.name}, against step {self.step.number - 1}.\n"
-            sha = run_git(git, "commit-tree", tree, "-p", self.base, "-m", message, env=env).decode().strip()
-        yours = Step(self.step.number, Commit(sha, tree, (self.base,), message), "yours", sha)
-        return Series(self.series.repo, f"exercise {self.step.number}", [self.step, yours])
+            n, name = self.step.number, self.folder.name
+            steps = [self.step]
+            for parent, title, against in (
+                (self.base, f"Your step {n}: {self.step.title}", f"step {n - 1}, where you started"),
+                (self.step.commit.sha, f"Your step {n}, against the series' step {n}", f"the series' step {n}"),
+            ):
+                message = f"{title}\n\nThe files of {name}, against {against}.\n"
+                sha = run_git(git, "commit-tree", tree, "-p", parent, "-m", message, env=env).decode().strip()
+                steps.append(Step(n, Commit(sha, tree, (parent,), message), "yours", sha))
+        return Series(self.series.repo, f"exercise {n}", steps)
 
 
 _AUTHOR = {
