@@ -707,6 +707,25 @@ def test_z_gives_the_diff_the_whole_width_and_back(run_history, tmp_path):
     drive(app, keys, SIZE)
 
 
+def test_zooming_the_run_wraps_its_output_again_to_the_new_width(run_history, tmp_path):
+    app, _ = runner(run_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("r")
+        await until(pilot, finished(app, 0), "the run ends")
+        run = app.query_one(RunPanel)
+        run.append("x" * 150)  # a long line of output, as a run prints it
+        await pilot.pause()
+        narrow = [line for line in run.lines if line.startswith("x")]
+        await pilot.press("z")
+        await pilot.pause()
+        wide = [line for line in run.lines if line.startswith("x")]
+        assert "".join(narrow) == "".join(wide) == "x" * 150
+        assert len(wide) < len(narrow) and max(map(len, wide)) > max(map(len, narrow))
+
+    drive(app, keys, SIZE)
+
+
 def test_a_long_try_it_wraps_in_full_at_80_columns(run_history, tmp_path):
     from textual.widgets._markdown import MarkdownFence
 

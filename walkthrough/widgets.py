@@ -500,18 +500,33 @@ class RunPanel(Vertical):
         yield RichLog(id="run-log", max_lines=20_000, wrap=True, min_width=20, markup=False, highlight=False)
         yield Static(id="run-foot", markup=False)
 
+    _output: list[str] = []  # the lines shown, as the run printed them: wrapped again when the width changes
+    _wrapped_at = 0  # the width they were wrapped at
+
     def show(self, head: str, lines: list[str], foot: str) -> None:
         self.query_one("#run-head", Static).update(head)
+        self._output = []
+        self._rewrap(lines)
+        self.set_foot(foot)
+
+    def _rewrap(self, lines: list[str]) -> None:
         self.query_one(RichLog).clear()
         for line in lines:
             self.append(line)
-        self.set_foot(foot)
 
     def append(self, line: str) -> None:
         # the width the log will have: a panel just made visible has not been laid out yet, and the log would
         # wrap at its minimum width; the column it fills (#change) has been
-        width = (self.parent.content_size.width if self.parent else self.size.width) - 3  # padding, scrollbar
-        self.query_one(RichLog).write(Text(printable(line)), width=max(20, width))
+        self._wrapped_at = width = max(20, (self.parent.content_size.width if self.parent else self.size.width) - 3)
+        self._output.append(line)
+        self.query_one(RichLog).write(Text(printable(line)), width=width)  # 3: the padding and the scrollbar
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new width (the pane zoomed, the terminal resized): the output wraps again to fill it."""
+        width = max(20, (self.parent.content_size.width if self.parent else self.size.width) - 3)
+        if self._output and width != self._wrapped_at:
+            lines, self._output = self._output, []
+            self._rewrap(lines)
 
     def set_foot(self, foot: str) -> None:
         self.query_one("#run-foot", Static).update(foot)
