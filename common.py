@@ -75,7 +75,8 @@ def count(text):
 
 def write_atomically(path, write):
     """write(f) into a temporary file beside path, then rename it over path: a crash, a full disk or Ctrl-C leaves
-    the old file or the new one, never half of one, and never the temporary file."""
+    the old file or the new one, never half of one. A failed write removes its temporary file; a killed one's is
+    removed by the next write of the same path."""
     remove_stale_temporaries(os.path.dirname(path) or ".", os.path.basename(path))
     tmp = f"{path}.{os.getpid()}.tmp"  # the process's own: two writers of one path never share a temporary file
     # Ctrl-C and SIGTERM wait until the file is whole: an interrupt inside a writer (torch.save's zip writer, say) can
@@ -208,7 +209,7 @@ def whole(text):
 
 
 def random_seed(text):
-    if not 0 <= (value := int(text)) < 2**63:  # what numpy's and torch's generators take
+    if not 0 <= (value := int(text)) < 2**63:  # numpy's default_rng and torch.manual_seed both take these
         raise ArgumentTypeError(f"expected a whole number from 0 to 2**63 - 1, got {text!r}")
     return value
 

@@ -320,7 +320,7 @@ class ShardBuffer:
             "tokens": self.fill,
             "resume_at": {"document": resume_at[0], "token": resume_at[1]},
         }
-        if self.index == 0:  # the manifest first: shards saved side by side may put a later one on disk before it
+        if self.index == 0:  # the manifest first, before any shard lands (side by side, a later one can be first)
             write_manifest(self.out, self.manifest)
         previous = self.saving[-1][0] if self.saving else None  # none left: every shard before is in the manifest
         save = self.writer.submit(save_shard, self.out, self.manifest, self.tokens[: self.fill], entry, previous)

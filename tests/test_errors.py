@@ -598,6 +598,13 @@ def test_a_log_step_in_other_digits_is_named_not_a_traceback(tmp_path):
         run_folder.read_log(str(log))
 
 
+def test_a_log_holding_a_diverged_runs_nan_reads_back(tmp_path):
+    """A diverged run logs its validation loss as nan: its log must read back, to resume it or to plot it."""
+    log = tmp_path / "log.txt"
+    log.write_text("# run abc\n0 train 10.5\n1 val nan\n2 train inf\n")
+    assert run_folder.read_log(str(log)) == ("abc", ["0 train 10.5\n", "1 val nan\n", "2 train inf\n"])
+
+
 @pytest.mark.parametrize("name", ["train_gpt2.py", "preflight.py"])
 def test_a_model_too_big_for_memory_is_one_line(name, tmp_path):
     """A width of 2**20: GPT-2's embedding alone would take 196 GiB."""
