@@ -155,6 +155,25 @@ def test_split_toggle_and_whole_file(demo_history, tmp_path):
     drive(app, keys, SIZE)
 
 
+@pytest.mark.parametrize("mode", ["unified", "side by side"])
+def test_the_diff_scrolls_sideways_under_its_line_numbers(demo_history, tmp_path, mode):
+    """shift+→ moves the code, not the numbers: side by side, each side's text moves under its own numbers."""
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("colon", "4", "enter", *(["s"] if mode == "side by side" else []))
+        y = next(y for y, line in enumerate(diff_lines(app)) if "n_embd: int = 768" in line)
+        was = diff_lines(app)[y]
+        await pilot.press("shift+right")
+        now = diff_lines(app)[y]
+        for before, after in zip(was.split("│"), now.split("│"), strict=True):
+            number = before.split()[0]  # the line number, at the same place before and after
+            assert after.split()[0] == number and after.index(number) == before.index(number)
+            assert after.index("int = 768") == before.index("int = 768") - 8  # the code moved under it
+
+    drive(app, keys, (80, 24))
+
+
 def test_file_list_clicks_and_tab_focus(demo_history, tmp_path):
     app, _ = reader(demo_history, tmp_path)
 

@@ -360,8 +360,12 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         self._digits = len(str(layout.last_number))
         self._current = None
         gutter = self._gutter_width()
-        width = max((gutter + len(r.left.line.text) if r.left else len(r.text) for r in layout.rows), default=0)
-        self.virtual_size = Size(0 if layout.split else width + 1, len(layout.rows))
+        if layout.split:  # each side scrolls under its own numbers: room for the longest line of either side
+            longest = max((len(c.line.text) for r in layout.rows for c in (r.left, r.right) if c), default=0)
+            width = 2 * (self._digits + 1 + longest + 1)
+        else:
+            width = max((gutter + len(r.left.line.text) if r.left else len(r.text) for r in layout.rows), default=0)
+        self.virtual_size = Size(width + 1, len(layout.rows))
         self.scroll_to(0, 0, animate=False)
         self.refresh()
 
@@ -456,20 +460,20 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         current = index == self._current
         if self._layout.split:
             half = (width - 1) // 2
-            left = self._cell_strip(row.left, half, current, "old")
-            right = self._cell_strip(row.right, width - half - 1, current, "new")
+            left = self._cell_strip(row.left, half, current, "old", scroll_x)
+            right = self._cell_strip(row.right, width - half - 1, current, "new", scroll_x)
             return Strip.join([left, Strip([Segment("│", self._style("diff--gutter").rich_style)]), right])
-        strip = self._cell_strip(row.left, None, current, "both")
-        return strip.crop_extend(scroll_x, scroll_x + width, self._line_style(row.left.line).rich_style)
+        return self._cell_strip(row.left, width, current, "both", scroll_x)
 
     def _line_style(self, line: Line | None) -> VisualStyle:
         kind = {"+": "diff--added", "-": "diff--removed"}.get(line.kind if line else "")
         return self._style(kind) if kind else self._style()
 
-    def _cell_strip(self, cell: Cell | None, width: int | None, current: bool, side: str) -> Strip:
+    def _cell_strip(self, cell: Cell | None, width: int, current: bool, side: str, scroll_x: int) -> Strip:
+        """One side's line in `width` cells: its numbers where they are, its text from column scroll_x."""
         style = self._line_style(cell.line if cell else None)
         if cell is None:
-            return Strip.blank(width or 0, self._style("diff--note").rich_style)
+            return Strip.blank(width, self._style("diff--note").rich_style)
         line, d = cell.line, self._digits
         if side == "both" and self._layout.numbers == 2:
             sign = line.kind if line.kind in "+-" else " "
@@ -484,12 +488,12 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
             match_style = self._style("diff--match")
             for match in self._query.finditer(content.plain):
                 content = content.stylize(match_style, match.start(), match.end())
-        segments = [Segment(numbers, (style + gutter_style).rich_style)]
-        segments += [
-            Segment(text, s.rich_style) for text, s in content.render(style, end="", parse_style=self._get_style)
-        ]
-        strip = Strip(segments)
-        return strip if width is None else strip.crop_extend(0, width, style.rich_style)
+        gutter = Strip([Segment(numbers, (style + gutter_style).rich_style)]).crop(0, width)
+        body = Strip(
+            [Segment(text, s.rich_style) for text, s in content.render(style, end="", parse_style=self._get_style)]
+        )
+        room = max(0, width - len(numbers))
+        return Strip.join([gutter, body.crop_extend(scroll_x, scroll_x + room, style.rich_style)])
 
 
 class RunPanel(Vertical):
