@@ -90,7 +90,8 @@ class StepList(OptionList):
         width = len(str(max((step.number for step in steps), default=0)))
         parts = [part.group(1) if (part := PART.match(step.title)) else None for step in steps]
         if parts and parts[0] is None and "Part II" in parts:  # the steps before the first marked part: Part I
-            parts = ["Part I" if part is None and i < parts.index("Part II") else part for i, part in enumerate(parts)]
+            first = parts.index("Part II")
+            parts[:first] = [part or "Part I" for part in parts[:first]]
         options, self.option_of, self.step_at = [], [], []
         for index, (step, part) in enumerate(zip(steps, parts)):
             if part and (index == 0 or parts[index - 1] != part):
@@ -518,17 +519,19 @@ class RunPanel(Vertical):
         for line in lines:
             self.append(line)
 
-    def append(self, line: str) -> None:
+    def _width(self) -> int:
         # the width the log will have: a panel just made visible has not been laid out yet, and the log would
-        # wrap at its minimum width; the column it fills (#change) has been
-        self._wrapped_at = width = max(20, (self.parent.content_size.width if self.parent else self.size.width) - 3)
+        # wrap at its minimum width; the column it fills (#change) has been. 3: the padding and the scrollbar
+        return max(20, (self.parent.content_size.width if self.parent else self.size.width) - 3)
+
+    def append(self, line: str) -> None:
+        self._wrapped_at = width = self._width()
         self._output.append(line)
-        self.query_one(RichLog).write(Text(printable(line)), width=width)  # 3: the padding and the scrollbar
+        self.query_one(RichLog).write(Text(printable(line)), width=width)
 
     def on_resize(self, event: events.Resize) -> None:
         """A new width (the pane zoomed, the terminal resized): the output wraps again to fill it."""
-        width = max(20, (self.parent.content_size.width if self.parent else self.size.width) - 3)
-        if self._output and width != self._wrapped_at:
+        if self._output and self._width() != self._wrapped_at:
             lines, self._output = self._output, []
             self._rewrap(lines)
 
