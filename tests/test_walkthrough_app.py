@@ -1138,6 +1138,6 @@ def test_x_gives_the_exercise_command_where_a_step_has_a_check(series_history, t
         await pilot.press("G")  # Part II: no check
         assert "exercise" not in status(app)
         await pilot.press("x")
-        assert notes[-1] == f"Step {len(series.steps)} has no exercise: the checks cover Part I's steps."
+        assert notes[-1] == f"Step {len(series.steps)} has no exercise: the checks cover Part 0's and Part I's steps."
 
     drive(app, keys, SIZE)

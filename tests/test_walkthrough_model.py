@@ -15,7 +15,7 @@ from walkthrough.cli import SERIES_FILES, check_series, main
 from walkthrough.diff import encode_path, parse_diff, side_by_side
 from walkthrough.errors import WalkthroughError
 from walkthrough.gitcmd import run_git
-from walkthrough.history import load_series
+from walkthrough.history import load_series, parts_of
 from walkthrough.patches import build, check, export
 from walkthrough.rows import MAX_ROWS, columns, diff_layout, file_layout
 from walkthrough_fixtures import DEMO_STEPS, INJECTED, LATIN1_NAME, make_hostile_repo, write_series
@@ -661,3 +661,18 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
     monkeypatch.setattr("walkthrough.cli._run", interrupted)
     assert main(["check"]) == 130
     assert capsys.readouterr().err == "walkthrough: interrupted\n"
+
+
+@pytest.mark.parametrize(
+    "titles, parts",
+    [
+        (["A", "Part II · B", "C"], ["Part I", "Part II", None]),  # the lecture's steps unmarked, then Part II
+        (
+            ["Part 0 · A", "Part 0 · B", "C", "D", "Part II · E"],
+            ["Part 0", "Part 0", "Part I", "Part I", "Part II"],
+        ),
+        (["A", "B"], [None, None]),  # another repository's history: no parts at all
+    ],
+)
+def test_parts_of_a_series_titles(titles, parts):
+    assert parts_of(titles) == parts

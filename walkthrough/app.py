@@ -494,7 +494,9 @@ class WalkthroughApp(App[None]):
     def action_exercise(self) -> None:
         step = self.series.steps[self.index]
         if not self.has_exercise(step):
-            self.notify(f"Step {step.number} has no exercise: the checks cover Part I's steps.", severity="warning")
+            self.notify(
+                f"Step {step.number} has no exercise: the checks cover Part 0's and Part I's steps.", severity="warning"
+            )
             return
         self._copy_text(f"walkthrough exercise {step.number}")
 

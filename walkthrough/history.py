@@ -268,3 +268,18 @@ def step_numbers(refs: list[str]) -> list[int]:
         if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
             return numbers
     return list(range(1, len(refs) + 1))
+
+
+PART = re.compile(r"^(Part (?:0|[IVXLC]+)) · ")  # "Part II · Exact resume": a step of the series' second part
+
+
+def parts_of(titles: list[str]) -> list[str | None]:
+    """Each title's part ("Part II · Exact resume": "Part II"), None for a step that continues the part above it.
+    The lecture's steps carry no mark: in a series with a Part II they are Part I, before it and after Part 0."""
+    parts = [part.group(1) if (part := PART.match(title)) else None for title in titles]
+    if "Part II" in parts:
+        first = parts.index(next(part for part in parts if part))
+        for index, part in enumerate(parts):
+            if part is None and (index < first or parts[index - 1] in ("Part 0", "Part I")):
+                parts[index] = "Part I"
+    return parts

@@ -33,7 +33,7 @@ from textual.widgets._markdown import MarkdownBlock, MarkdownFence, MarkdownHead
 from textual.widgets.option_list import Option
 
 from .diff import FileDiff, Line
-from .history import Step
+from .history import PART, Step, parts_of
 from .rows import STATUS_MARK, Cell, Layout, Row, columns
 
 # control characters would move the terminal's cursor: show their Unicode pictures instead
@@ -52,9 +52,6 @@ def language(path: str) -> str:
         return get_lexer_for_filename(path).aliases[0]
     except ClassNotFound:
         return "text"
-
-
-PART = re.compile(r"^(Part [IVXLC]+) · ")  # "Part II · Exact resume": a step of the series' second part
 
 
 class StepList(OptionList):
@@ -88,10 +85,7 @@ class StepList(OptionList):
         """The steps under a heading for each part: a title's "Part II · " becomes the heading above the part's
         first step, so every title keeps the list's narrow width for its own words."""
         width = len(str(max((step.number for step in steps), default=0)))
-        parts = [part.group(1) if (part := PART.match(step.title)) else None for step in steps]
-        if parts and parts[0] is None and "Part II" in parts:  # the steps before the first marked part: Part I
-            first = parts.index("Part II")
-            parts[:first] = [part or "Part I" for part in parts[:first]]
+        parts = parts_of([step.title for step in steps])
         options, self.option_of, self.step_at = [], [], []
         for index, (step, part) in enumerate(zip(steps, parts)):
             if part and (index == 0 or parts[index - 1] != part):
