@@ -272,7 +272,7 @@ class Console:
 def summary_writer():
     """TensorBoard's SummaryWriter class, where the optional tensorboard package is installed."""
     try:
-        from torch.utils.tensorboard import SummaryWriter  # optional dependency: pip install 'build-gpt2[tensorboard]'
+        from torch.utils.tensorboard import SummaryWriter  # optional: pip install tensorboard
     except ImportError:
         raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
     return SummaryWriter
