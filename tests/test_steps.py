@@ -17,6 +17,7 @@ import pytest
 
 from try_it import make_stand_ins, run
 from walkthrough.cli import check_series as check
+from walkthrough.history import PART, parts_of
 from walkthrough.narration import TRY_IT, read
 from walkthrough.patches import build, read_steps
 
@@ -76,11 +77,17 @@ def test_narration_has_every_part(patch):
     assert parsed.returncode == 0, f"the Try-it is not valid bash: {parsed.stderr.strip()}"
 
 
-def test_two_parts():
-    """Part I follows the lecture and ends with the results; Part II follows, marked in every subject."""
-    part2 = ["Part II · " in p.subject for p in PATCHES]
-    assert 0 < part2.index(True) < N_STEPS and all(part2[part2.index(True) :]), "Part II must close the series"
-    results_step = PATCHES[part2.index(True) - 1]
+def test_three_parts():
+    """Part 0 (backprop by hand) opens the series, marked in its subjects; Part I follows the lecture, unmarked, and
+    ends with the results; Part II closes the series, marked in every subject."""
+    parts = parts_of([p.subject.split(": ", 1)[1] for p in PATCHES])
+    first_1, first_2 = parts.index("Part I"), parts.index("Part II")
+    assert 0 < first_1 < first_2 < N_STEPS, parts
+    assert parts == ["Part 0"] * first_1 + ["Part I"] * (first_2 - first_1) + ["Part II"] * (N_STEPS - first_2)
+    assert all("Part 0 · " in p.subject for p in PATCHES[:first_1]) and all(
+        "Part II · " in p.subject for p in PATCHES[first_2:]
+    )
+    results_step = PATCHES[first_2 - 1]
     assert "plot_log.py" in results_step.narration, f"Part I must end with the results: {results_step.subject}"
 
 
@@ -103,12 +110,14 @@ def test_step_keeps_its_promise(results, n):
 
 
 def test_readme_lists_every_step_in_its_part():
-    """The README's step table: every subject, Part I's under its heading, Part II's under its own."""
+    """The README's step table: every subject, each under its part's heading."""
     readme = (ROOT / "README.md").read_text()
     table = readme[readme.index("### The steps") :]
-    part2_at = table.index("Part II")
-    for n, patch in enumerate(PATCHES, 1):
-        title = patch.subject.split(": ", 1)[1].removeprefix("Part II · ")
+    headings = {part: table.index(f"**{part}") for part in ("Part 0", "Part I", "Part II")}
+    parts = parts_of([p.subject.split(": ", 1)[1] for p in PATCHES])
+    for n, (patch, part) in enumerate(zip(PATCHES, parts), 1):
+        title = PART.sub("", patch.subject.split(": ", 1)[1])
         row = f"| {n:02d} | {title} |"
         assert row in table, f"README lacks {row!r}"
-        assert (table.index(row) > part2_at) == ("Part II · " in patch.subject), f"{row!r} is under the wrong part"
+        after = [p for p, at in headings.items() if at < table.index(row)]
+        assert after and max(after, key=headings.get) == part, f"{row!r} is not under {part}'s heading"

@@ -1,4 +1,4 @@
-"""Behavioural checks for the exercises, one per Part I step, keyed by the step's Step-Id (see core.py).
+"""Behavioural checks for the exercises, one per step of Parts 0 and I, keyed by the step's Step-Id (see core.py).
 
 `run(tree, slugs)` runs checks against a tree in a fresh Python process (the tree's modules shadow ours there) and
 returns one Result per check, in order.
@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import data, evals, model, optim, speed  # noqa: F401  (each registers its checks)
+from . import autograd, data, evals, model, optim, speed  # noqa: F401  (each registers its checks)
 from .core import CHECKS, Check, environment
 
 __all__ = ["CHECKS", "Check", "Result", "run"]
