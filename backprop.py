@@ -170,7 +170,7 @@ def torch_model(x, targets, params):
 
 
 def mlp_params(rand, prefix=""):
-    # linear weights of std 1/sqrt(fan_in), so that activations stay near 1 in size, as in a trained network
+    # linear weights of std 1/sqrt(fan_in), so that activations stay near 1 in size and GELU is not flat
     return {
         prefix + "c_fc.weight": rand(4 * C, C) / C**0.5,
         prefix + "c_fc.bias": rand(4 * C),

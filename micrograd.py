@@ -178,7 +178,10 @@ def parse_args(argv=None):
     p.add_argument("--points", type=positive(int), default=16, help="size of the toy dataset")
     p.add_argument("--seed", type=int, default=0, help="seed of the data and the initial weights")
     p.add_argument("--no-zero-grad", action="store_true", help="the bug: skip resetting the gradients")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.points > 500:  # backward()'s visit recurses along the loss's sum, one level per point
+        p.error(f"--points {args.points}: at most 500, within Python's recursion limit")
+    return args
 
 
 def main(argv=None):

@@ -113,7 +113,9 @@ def test_main_is_deterministic(capsys):
     assert printed[0] == printed[1] and printed[0].count("\nstep") == 5
 
 
-@pytest.mark.parametrize("flags", [["--steps", "0"], ["--lr", "nan"], ["--lr", "-1"], ["--steps", "x"], ["--bogus"]])
+@pytest.mark.parametrize(
+    "flags", [["--steps", "0"], ["--lr", "nan"], ["--lr", "-1"], ["--steps", "x"], ["--bogus"], ["--points", "501"]]
+)
 def test_a_bad_flag_is_one_line(flags):
     done = subprocess.run([sys.executable, "micrograd.py", *flags], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 1 and done.stdout == ""

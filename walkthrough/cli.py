@@ -81,7 +81,10 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="verify the series: applies, numbered 1..N, narrated, ends at the project's files"
     )
     exercise = commands.add_parser(
-        "exercise", help="rebuild step N yourself: a tree at step N-1 next to history/, and a check of what it does"
+        "exercise",
+        help="rebuild step N yourself: a tree at step N-1 next to history/, and a check of what it does",
+        description="The tree is made in the project: the current folder where it holds steps/, or the one given "
+        "before the command (walkthrough --project DIR exercise N).",
     )
     exercise.add_argument("number", type=int, metavar="N", help="the step to rebuild")
     then = exercise.add_mutually_exclusive_group()

@@ -153,6 +153,10 @@ def autograd(tree):
         leaf = Value(1.5)
     expect(leaf.data == 1.5, "Value(1.5).data", 1.5, repr(leaf.data))
     expect(leaf.grad == 0, "Value(1.5).grad before any backward()", 0, repr(leaf.grad))
+    out = Value(0.7) + Value(-1.3)
+    with tree.expecting("(Value(0.7) + Value(-1.3)).backward()", "a backward pass"):
+        out.backward()
+    expect(out.grad == 1, "out.grad after out.backward()", "1, d(out)/d(out), where the chain rule starts", out.grad)
 
     for text, f, xs in PRIMITIVES:
         same_as_torch(tree, Value, text, f, xs)
