@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -16,6 +17,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 from repos import make_odd_repo  # noqa: E402  (it imports walkthrough, from ROOT)
+
+
+def default_signals_for_children() -> None:
+    """A shell starts a background job (`pytest &`) with SIGINT ignored, and `nohup` ignores SIGHUP; every process
+    the suite starts would inherit that, and the tests that send those signals need them acted on. A handler,
+    unlike an ignored signal, is reset to the default at exec: the suite goes on ignoring them, its children do not."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, lambda signum, frame: None)
+
+
+default_signals_for_children()
 
 
 @pytest.fixture(scope="module")

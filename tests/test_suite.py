@@ -1,0 +1,34 @@
+"""The suite holds however it is started: a background job (`python -m pytest &`) ignores SIGINT, `nohup` ignores
+SIGHUP, and the tests that send those signals to a process need it to act on them (see conftest.py)."""
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+CHILD = (  # what a process the suite starts sees: Python's own SIGINT handler, and SIGHUP's default
+    "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, "
+    "signal.getsignal(signal.SIGHUP) is signal.SIG_DFL)"
+)
+
+
+def ignoring_both():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def child_sees(setup: str) -> list[str]:
+    """A process started where SIGINT and SIGHUP are ignored runs `setup`, then starts CHILD: what CHILD printed."""
+    start_child = f"sys.stdout.write(subprocess.check_output([sys.executable, '-c', {CHILD!r}], text=True))"
+    probe = f"import subprocess, sys\n{setup}\n{start_child}"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], preexec_fn=ignoring_both, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_started_with_sigint_and_sighup_ignored_the_suite_gives_its_children_both():
+    assert child_sees("pass") == ["False", "False"]  # inherited: what the tests' processes would get
+    assert child_sees(f"sys.path.insert(0, {str(TESTS)!r}); import conftest") == ["True", "True"]
