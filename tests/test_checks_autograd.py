@@ -13,12 +13,8 @@ STEP_OF = dict(zip(["p1", "p2", "p3", "p4"], SLUGS))  # the scenarios' trees: Pa
 
 # ---- learners' changes: (file, old, new), `old` standing in the file exactly once
 
-OVERWRITE = ("micrograd.py", "source.grad += local * v.grad", "source.grad = local * v.grad")
-TANH_1_MINUS_T = ("micrograd.py", "((self, 1 - t**2),)", "((self, 1 - t),)")
-NOT_REVERSED = ("micrograd.py", "for v in reversed(order):", "for v in order:")
-BREADTH_FIRST = (
-    "micrograd.py",
-    """        def visit(v):
+# our backward()'s text, which the scenarios below replace: the topological order, and the whole body
+REFERENCE_ORDER = """        def visit(v):
             if v not in seen:
                 seen.add(v)
                 for source, _ in v._inputs:
@@ -26,7 +22,22 @@ BREADTH_FIRST = (
                 order.append(v)
 
         visit(self)
-""",
+"""
+REFERENCE_BACKWARD = (
+    "        order, seen = [], set()\n\n"
+    + REFERENCE_ORDER
+    + """        self.grad = 1.0  # d(self)/d(self)
+        for v in reversed(order):
+            for source, local in v._inputs:
+                source.grad += local * v.grad  # the chain rule; += sums the shares of every use
+"""
+)
+OVERWRITE = ("micrograd.py", "source.grad += local * v.grad", "source.grad = local * v.grad")
+TANH_1_MINUS_T = ("micrograd.py", "((self, 1 - t**2),)", "((self, 1 - t),)")
+NOT_REVERSED = ("micrograd.py", "for v in reversed(order):", "for v in order:")
+BREADTH_FIRST = (
+    "micrograd.py",
+    REFERENCE_ORDER,
     """        queue = [self]  # breadth first from the output: nearest Values first
         while queue:
             v = queue.pop(0)
@@ -38,21 +49,7 @@ BREADTH_FIRST = (
 )
 PUSH_RECURSIVELY = (  # no order at all: each Value passes its gradient on as soon as it gets some
     "micrograd.py",
-    """        order, seen = [], set()
-
-        def visit(v):
-            if v not in seen:
-                seen.add(v)
-                for source, _ in v._inputs:
-                    visit(source)
-                order.append(v)
-
-        visit(self)
-        self.grad = 1.0  # d(self)/d(self)
-        for v in reversed(order):
-            for source, local in v._inputs:
-                source.grad += local * v.grad  # the chain rule; += sums the shares of every use
-""",
+    REFERENCE_BACKWARD,
     """        self.grad = 1.0
         self._push()
 
@@ -64,21 +61,7 @@ PUSH_RECURSIVELY = (  # no order at all: each Value passes its gradient on as so
 )
 KAHN = (  # correct, written differently: Kahn's algorithm, counting each Value's uses instead of a depth-first search
     "micrograd.py",
-    """        order, seen = [], set()
-
-        def visit(v):
-            if v not in seen:
-                seen.add(v)
-                for source, _ in v._inputs:
-                    visit(source)
-                order.append(v)
-
-        visit(self)
-        self.grad = 1.0  # d(self)/d(self)
-        for v in reversed(order):
-            for source, local in v._inputs:
-                source.grad += local * v.grad  # the chain rule; += sums the shares of every use
-""",
+    REFERENCE_BACKWARD,
     """        uses, stack, seen = {}, [self], {self}
         while stack:
             for source, _ in stack.pop()._inputs:
