@@ -590,7 +590,9 @@ def train(args):
     # ---- the data, and the folder this run writes (a fresh run never writes over another)
     min_tokens, seed = B * T * world_size + 1, args.seed if args.shuffle else None
     train_loader = DataLoaderLite(load_split(args.data, "train", min_tokens), B, T, rank, world_size, seed)
-    val_loader = DataLoaderLite(load_split(args.data, "val", min_tokens), B, T, rank, world_size)
+    val_loader = (
+        DataLoaderLite(load_split(args.data, "val", min_tokens), B, T, rank, world_size) if args.val_every > 0 else None
+    )
     hella_examples = load_hellaswag(args) if args.hellaswag_every > 0 else None
     run = RunFolder(args, master_process, device)
     if finished := run.finished():  # its last evaluation and samples are in its logs already: nothing to add

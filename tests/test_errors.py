@@ -114,6 +114,15 @@ def test_too_little_data_is_refused_not_a_hang(tmp_path, text):
     one_line_error(proc, "small.txt", "fewer than one batch", "65")
 
 
+def test_without_validation_the_val_split_need_not_hold_a_batch(capsys, tmp_path):
+    # 1,000 tokens: the train split's 900 hold a batch of -B 4 -T 32 (128 + 1 tokens), the val split's 100 do not;
+    # a run that never validates does not need them
+    (tmp_path / "small.txt").write_text(" ".join(["the"] * 1000))
+    flags = [*TINY, "--data", tmp_path / "small.txt", "--log-dir", tmp_path / "log", "--max-steps", "1"]
+    main_error(capsys, [*flags, "-B", "4", "--total-batch", "128", "--val-every", "1"], "val split", "129")
+    assert train_gpt2.main([str(a) for a in [*flags, "-B", "4", "--total-batch", "128"]]) == 0
+
+
 def test_shard_with_ids_beyond_the_vocabulary(tmp_path):
     np.save(tmp_path / "x_val_000000.npy", np.arange(2000, dtype=np.uint16))
     np.save(tmp_path / "x_train_000001.npy", np.full(2000, 60000, dtype=np.uint16))
