@@ -16,6 +16,7 @@ import export_hf
 import hellaswag
 import preflight
 import sample
+from fixtures import synthetic_examples
 from train_gpt2 import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,6 +209,31 @@ def test_sample_from_the_exported_folder(capsys, exported):
     rc, out, _ = run_sample(capsys, exported, "--num", 2, "--length", 12, "--device", "cpu")
     assert rc == 0 and len(out) == 2, out
     assert all(line.startswith(f'sample {i}: "{PROMPT}') for i, line in enumerate(out)), out
+
+
+def test_lm_eval_hf_model_scores_the_exported_folder_as_ours_does(exported, tmp_path):
+    # lm-eval's own `hf` model (transformers + accelerate, the [eval] extra) against our model registered in lm-eval
+    # (hellaswag.py --harness), both on the folder: the same task, the same log-likelihoods. (The checkpoint itself
+    # scores a little differently: its softmax also spans the 47 padding rows the export cuts.)
+    from lm_eval import simple_evaluate
+
+    data = tmp_path / "val.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in synthetic_examples(5)))
+    task = hellaswag.file_task(data)
+    theirs = simple_evaluate(model="hf", model_args=f"pretrained={exported}", tasks=[task], device="cpu")
+    ours = hellaswag.run_harness(task, pretrained=str(exported))
+    for results in (theirs, ours):
+        assert len(results["samples"]["hellaswag_file"]) == 5
+    lls = [
+        torch.tensor(
+            [
+                [ll for ll, _ in s["filtered_resps"]]
+                for s in sorted(r["samples"]["hellaswag_file"], key=lambda s: s["doc_id"])
+            ]
+        )
+        for r in (theirs, ours)
+    ]
+    torch.testing.assert_close(lls[0], lls[1], rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize(
