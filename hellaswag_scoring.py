@@ -9,7 +9,9 @@ splits the examples across DDP ranks. `python hellaswag.py` runs it from the com
 """
 
 import hashlib
+import http.client
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -28,6 +30,8 @@ VAL_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellas
 VAL_BYTES = 12246618
 VAL_SHA256 = "0aa3b88843990f3f10a97b9575c94d7b71fb2205240ba04ae4884d9e9c992588"
 DATA_CACHE_DIR = Path(__file__).resolve().parent / "hellaswag_cache"
+# no network, no such host, a refused, reset or timed-out connection, a bad HTTP reply: not the disk's doing
+NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException)
 
 
 def download(cache_dir=DATA_CACHE_DIR):
@@ -38,21 +42,24 @@ def download(cache_dir=DATA_CACHE_DIR):
     path.parent.mkdir(parents=True, exist_ok=True)
     try:  # written aside and renamed once checked: an interrupted or wrong download never takes the real name
         write_atomically(path, fetch_checked)
-    except OSError as e:  # urllib's URLError included
-        raise UserError(f"could not download {VAL_URL}: {e}") from None
+    except OSError as e:  # the disk's (a network's failure is a UserError already)
+        raise UserError(f"could not write {path}: {e.strerror or e}") from None
     return path
 
 
 def fetch_checked(f):
     """Download the validation set into the open file f, checking its size and sha256 on the way."""
     size, digest = 0, hashlib.sha256()
-    with urllib.request.urlopen(VAL_URL, timeout=60) as response:
-        with tqdm(total=VAL_BYTES, unit="B", unit_scale=True, desc="hellaswag_val.jsonl") as bar:
-            for chunk in iter(lambda: response.read(1 << 16), b""):
-                f.write(chunk)
-                size += len(chunk)
-                digest.update(chunk)
-                bar.update(len(chunk))
+    try:
+        with urllib.request.urlopen(VAL_URL, timeout=60) as response:
+            with tqdm(total=VAL_BYTES, unit="B", unit_scale=True, desc="hellaswag_val.jsonl") as bar:
+                for chunk in iter(lambda: response.read(1 << 16), b""):
+                    f.write(chunk)
+                    size += len(chunk)
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+    except NETWORK_ERRORS as e:  # said here, in the network's words: past this function it would read as a disk's
+        raise UserError(f"could not download {VAL_URL}: {getattr(e, 'reason', e)}") from None
     if (size, digest.hexdigest()) != (VAL_BYTES, VAL_SHA256):
         raise UserError(
             f"downloaded {VAL_URL} is not the expected file ({size} bytes, sha256 "

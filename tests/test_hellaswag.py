@@ -377,6 +377,8 @@ def test_download_unreachable(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(hellaswag_scoring, "VAL_URL", (tmp_path / "gone.jsonl").as_uri())
     rc, _, err = run_main(capsys, "--cache-dir", tmp_path / "cache", "--device", "cpu")
     assert rc == 1 and err.count("\n") == 1 and "could not download" in err
+    assert "No such file" in err and ".tmp" not in err, err  # the source's failure, not our temporary file's name
+    assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_script_reports_errors_raised_through_lm_eval(tmp_path):
