@@ -20,8 +20,9 @@ class StopRequest:
     forwards to its workers) or Ctrl-C: the run finishes its step, writes a checkpoint and exits. A second Ctrl-C
     interrupts at once."""
 
-    def __init__(self, device, ddp):
+    def __init__(self, device, ddp, announce):
         self.device, self.ddp, self.signalled = device, ddp, False
+        self.announce = announce  # whether this process says that it heard a Ctrl-C (rank 0: one line, not one a rank)
         self.stopping = False  # what the ranks agreed: once yes, it stays yes
         self.terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # stdout and stderr, where they are the terminal
         signal.signal(signal.SIGTERM, self._handle)
@@ -30,6 +31,9 @@ class StopRequest:
             signal.signal(signal.SIGHUP, self._handle)
 
     def _handle(self, signum, frame):
+        if signum == signal.SIGINT and self.announce:  # at once: a step can take seconds, and a second Ctrl-C is near
+            # straight to the file descriptor: a print could land inside another print, mid-line
+            os.write(2, b"Ctrl-C: the run stops after this step, with a checkpoint; Ctrl-C again stops it now\n")
         self.signalled = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if signum == signal.SIGHUP:  # a terminal that hung up fails every write: the rest of the output goes nowhere

@@ -624,7 +624,7 @@ def train(args):
     mfu = MFU(raw_model, T, device, world_size)
     if master_process:
         print(mfu.basis())
-    stop = StopRequest(device, ddp)  # from here on, SIGTERM, SIGHUP or Ctrl-C finish the step, save and exit
+    stop = StopRequest(device, ddp, master_process)  # SIGTERM, SIGHUP or Ctrl-C: finish the step, save, exit
     step_times, eta = [], TimeLeft(args.max_steps)
 
     for step in range(start_step, args.max_steps + 1):
