@@ -1,14 +1,19 @@
 """Behavioural checks for the exercises, one per step of Parts 0 and I, keyed by the step's Step-Id (see core.py).
 
-`run(tree, slugs)` runs checks against a tree in a fresh Python process (the tree's modules shadow ours there) and
-returns one Result per check, in order.
+`run(tree, slugs)` runs checks against a tree in a fresh process started in it (the tree's modules shadow ours there)
+and returns one Result per check, in order.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,14 +33,82 @@ class Result:
 
 def run(tree: Path, slugs: list[str], timeout: float = 300) -> list[Result]:
     """Run the named checks against `tree`, in one process started in it."""
-    argv = [sys.executable, "-m", "walkthrough.checks", str(tree.resolve()), *slugs]
-    try:
-        done = subprocess.run(argv, cwd=tree, capture_output=True, text=True, timeout=timeout, env=environment())
-    except subprocess.TimeoutExpired:
-        return [Result(slug, False, f"the checks were still running after {timeout:g} s", timeout) for slug in slugs]
-    results = [Result(**json.loads(line)) for line in done.stdout.splitlines() if line.startswith("{")]
+    with tempfile.TemporaryDirectory() as scratch:
+        out, err = Path(scratch, "out"), Path(scratch, "err")
+        pid = Zygote.fork(tree.resolve(), slugs, out, err)
+        deadline = time.monotonic() + timeout
+        while ended(pid) is False:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                return [Result(s, False, f"the checks were still running after {timeout:g} s", timeout) for s in slugs]
+            time.sleep(0.05)
+        stdout, stderr = out.read_text(errors="replace"), err.read_text(errors="replace")
+    results = [Result(**json.loads(line)) for line in stdout.splitlines() if line.startswith("{")]
     if len(results) < len(slugs):  # the process died (a learner's sys.exit at import, a crash): say how
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        last = (stderr.strip().splitlines() or ["no output"])[-1]
         ran = {result.slug for result in results}
         results += [Result(s, False, f"the check's process ended early: {last}", 0.0) for s in slugs if s not in ran]
     return results
+
+
+def ended(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # the zygote reaps its children as they end: an ended one is gone
+    except ProcessLookupError:
+        return True
+    return False
+
+
+# Each run of the checks is a process of its own, started in the tree: the tree's modules must shadow ours, and nothing
+# a learner's code does may outlive the run. A new Python would import torch each time (1.5 s of CPU); instead every
+# run is a fork of one process that imported it once, the zygote, started with the first run and kept for the next.
+ZYGOTE_CODE = """
+import json, os, runpy, signal, sys
+import torch  # what every run would import: imported once, before the forks
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a run that ends is reaped at once (its results are in its files)
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the runs and the program using them: it ends us (EOF)
+for request in sys.stdin:
+    tree, slugs, out, err = json.loads(request)
+    pid = os.fork()
+    if pid:
+        print(pid, flush=True)
+        continue
+    # the run: a process started in the tree, as `python -m walkthrough.checks TREE SLUG...` would be
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its own subprocesses are waited for
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a Ctrl-C ends the run, as in any Python program
+    for fd, path in ((0, os.devnull), (1, out), (2, err)):  # stdin no longer the zygote's requests
+        os.dup2(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), fd)
+    sys.argv = ["walkthrough.checks", tree, *slugs]
+    code = 0
+    try:
+        runpy.run_module("walkthrough.checks", run_name="__main__", alter_sys=True)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(code)
+"""
+
+
+class Zygote:
+    """The zygote of this program (a class of one), started when first needed; it ends with the program (EOF)."""
+
+    process: subprocess.Popen | None = None
+    lock = threading.Lock()  # one request at a time: the suite runs checks from two threads
+
+    @classmethod
+    def fork(cls, tree: Path, slugs: list[str], out: Path, err: Path) -> int:
+        """Start a run of the checks; its process id."""
+        with cls.lock:
+            if cls.process is None or cls.process.poll() is not None:
+                cls.process = subprocess.Popen(
+                    [sys.executable, "-c", ZYGOTE_CODE],
+                    stdin=subprocess.PIPE,  # one request a line: a tree, its checks, and the files for its output
+                    stdout=subprocess.PIPE,  # one process id a line
+                    text=True,
+                    env=environment(),
+                )
+            cls.process.stdin.write(json.dumps([str(tree), slugs, str(out), str(err)]) + "\n")
+            cls.process.stdin.flush()
+            return int(cls.process.stdout.readline())

@@ -1,5 +1,6 @@
 """`python -m walkthrough.checks TREE SLUG...`: run checks inside TREE, one JSON line per check on stdout. The
-reader and `walkthrough exercise` start this as a subprocess (see walkthrough.checks.run)."""
+reader and `walkthrough exercise` run this in a process of its own, a fork of a process that imported torch already,
+as if it were started so (see walkthrough.checks.run)."""
 
 import contextlib
 import io
