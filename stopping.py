@@ -31,11 +31,12 @@ class StopRequest:
             signal.signal(signal.SIGHUP, self._handle)
 
     def _handle(self, signum, frame):
-        if signum == signal.SIGINT and self.announce:  # at once: a step can take seconds, and a second Ctrl-C is near
-            # straight to the file descriptor: a print could land inside another print, mid-line
-            os.write(2, b"Ctrl-C: the run stops after this step, with a checkpoint; Ctrl-C again stops it now\n")
         self.signalled = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if signum == signal.SIGINT and self.announce:  # at once: a step can take seconds, and a second Ctrl-C is near
+            # said after the line above, which a second Ctrl-C must find in place; straight to the file descriptor, as
+            # a print here could land inside the loop's own print
+            os.write(2, b"Ctrl-C: the run stops after this step, with a checkpoint; Ctrl-C again stops it now\n")
         if signum == signal.SIGHUP:  # a terminal that hung up fails every write: the rest of the output goes nowhere
             nowhere = os.open(os.devnull, os.O_WRONLY)
             for fd in self.terminal:
