@@ -116,6 +116,17 @@ def test_try_it_lines_become_argument_lists_or_are_refused():
     assert plan("No Try-it here.") == []
 
 
+def test_a_python_that_a_try_it_command_starts_is_the_readers_too(monkeypatch):
+    # as under `torchrun --no-python python ...`: another program finds `python` on PATH, activated venv or not
+    from walkthrough.runner import env_here
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # a venv not activated
+    found = subprocess.run(
+        ["sh", "-c", "python -c 'import sys; print(sys.prefix)'"], env=env_here({}), capture_output=True, text=True
+    )
+    assert found.stdout.strip() == sys.prefix, found
+
+
 def test_search_finds_narration_and_diff_lines(odd_repo):
     series = load_series(odd_repo)
     matches = series.search("HELLO")

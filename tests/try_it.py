@@ -16,11 +16,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from walkthrough.narration import NarrationError, mismatch, read, split  # noqa: E402
-from walkthrough.runner import TRY_IT_ENV, argv_here  # noqa: E402
+from walkthrough.runner import argv_here, env_here  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-# the reader's environment for a Try-it (two steps also run at once on two cores here: a thread each), and offline
-ENV = {**TRY_IT_ENV, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+# beside the reader's environment for a Try-it (env_here: a thread each, as two steps run at once here), offline
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 TIMEOUT = 120  # seconds per command: a Try-it should take well under 30
 
 
@@ -56,7 +56,7 @@ def run(folder: Path, narration: str, stand_ins: Path) -> tuple[str | None, str,
                 proc = subprocess.run(
                     argv_here(command.argv),
                     cwd=folder,
-                    env={**os.environ, **ENV, **command.env},
+                    env=env_here({**OFFLINE, **command.env}),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     text=True,

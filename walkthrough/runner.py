@@ -65,6 +65,14 @@ def argv_here(argv: list[str]) -> list[str]:
     return list(argv)
 
 
+def env_here(command_env: dict[str, str]) -> dict[str, str]:
+    """A Try-it command's environment: the user's, one thread, no warnings, and the folder of the interpreter the reader
+    runs in first on PATH, so that a `python` another program starts (`torchrun --no-python python ...`) is that
+    interpreter too, like the commands' own (argv_here)."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
+    return {**os.environ, **TRY_IT_ENV, "PATH": path, **command_env}
+
+
 def shown_command(command: Command) -> str:
     """The argument list as a shell would read it back, with its variables in front."""
     env = [f"{name}={shlex.quote(value)}" for name, value in command.env.items()]
@@ -171,7 +179,7 @@ class Run:
 
     async def _one(self, command: Command) -> int:
         # PYTHONUNBUFFERED: lines as they are printed, not at exit
-        env = {**os.environ, **TRY_IT_ENV, "PYTHONUNBUFFERED": "1", **command.env}
+        env = env_here({"PYTHONUNBUFFERED": "1", **command.env})
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv_here(command.argv),
