@@ -4,6 +4,7 @@ written differently from ours passes."""
 import pytest
 
 from check_tags import edited, verdict
+from walkthrough import checks
 
 
 def test_fineweb_fails_when_the_eot_follows_each_document(series_history, tmp_path):
@@ -33,6 +34,37 @@ def test_shards_fails_when_batches_are_int32(series_history, tmp_path):
     result = verdict(tree, "shards")
     assert not result.ok
     assert "inputs' dtype: expected torch.int64, found torch.int32" in result.message
+
+
+@pytest.fixture(scope="module")
+def run_mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
+    """Two mistakes in one tree at the real run's step, each failing its own step's check."""
+    tree = edited(
+        series_history,
+        "real-run",
+        tmp_path_factory.mktemp("tree"),
+        # every shard of the folder trained on, the validation shard first
+        ('load_split(args.data, "train"), B, T', 'load_split(args.data, "val") + load_split(args.data, "train"), B, T'),
+        # the preset's 512 tokens a step forgotten: it steps 2^19 tokens at a time, a thousand micro-batches
+        ("        total_batch=512,\n", ""),
+    )
+    return {result.slug: result for result in checks.run(tree, ["shards", "real-run"])}
+
+
+@pytest.mark.parametrize(
+    "slug, words",
+    [
+        (
+            "shards",
+            "step 0's inputs: expected the train shards' tokens 0..16, found the validation shard's tokens: [5000,",
+        ),
+        ("real-run", "parse_args(['--preset', 'cpu']).total_batch: expected 512, found 524288"),
+    ],
+)
+def test_a_plausible_run_mistake_fails(run_mistakes, slug, words):
+    result = run_mistakes[slug]
+    assert not result.ok
+    assert words in result.message, result.message
 
 
 def test_data_errors_fail_when_main_lets_the_user_error_out(series_history, tmp_path):
@@ -80,8 +112,12 @@ VAL_LOSS_OTHERWISE = """def val_loss(model, loader, steps, device, autocast):
     [
         (VAL_LOSS_OTHERWISE, None),  # a fresh loader instead of reset(), inference_mode, one mean at the end
         (VAL_LOSS.replace("    loader.reset()\n", ""), "evaluation 2, batch 0: expected the validation split's"),
+        (  # the last batch's loss printed, not the mean
+            VAL_LOSS.replace("loss += batch_loss.detach().float() / steps", "loss = batch_loss.detach().float()"),
+            "evaluation 1: the printed validation loss (the mean of its 2 batches' losses): expected 1",
+        ),
     ],
-    ids=["written-otherwise", "no-reset"],
+    ids=["written-otherwise", "no-reset", "last-batch"],
 )
 def test_validation(series_history, tmp_path, new, words):
     tree = edited(series_history, "validation", tmp_path / "tree", (VAL_LOSS, new))

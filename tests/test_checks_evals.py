@@ -1,7 +1,10 @@
 """The evals steps' exercise checks (walkthrough/checks/evals.py) on edited checkouts of the series: a correct
 solution written differently passes, plausible mistakes fail with one readable line."""
 
+import pytest
+
 from check_tags import edited, verdict
+from walkthrough import checks
 
 
 def test_hellaswag_passes_with_the_loss_written_as_log_softmax(series_history, tmp_path):
@@ -86,3 +89,53 @@ def test_checkpoints_fail_when_they_hold_the_namespace(series_history, tmp_path)
     result = verdict(tree, "checkpoints")
     assert not result.ok
     assert result.message.startswith("torch.load(model_00002.pt, weights_only=True)"), result.message
+
+
+@pytest.fixture(scope="module")
+def preset_mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
+    """Four slips in the CPU preset of one tree at the last Part I step, each failing its own step's check."""
+    tree = edited(
+        series_history,
+        "results",
+        tmp_path_factory.mktemp("tree"),
+        ("        val_every=5,\n", "        val_every=10,\n"),  # validation twice in 20 steps, not every 5
+        ("        sample_every=20,\n", "        sample_every=5,\n"),  # samples 4 times, not once at the end
+        ("        checkpoint_every=0,\n", "        checkpoint_every=5,\n"),  # 4 checkpoints of a demo
+        ('        log_dir="log/cpu",\n', ""),  # the demo's log in the real run's folder
+    )
+    return {
+        result.slug: result for result in checks.run(tree, ["samples", "hellaswag-train", "checkpoints", "results"])
+    }
+
+
+@pytest.mark.parametrize(
+    "slug, words",
+    [
+        (
+            "samples",
+            "parse_args(['--preset', 'cpu']).sample_every (samples once, after the last of its 20 steps): "
+            "expected at least 20, found 5",
+        ),
+        ("hellaswag-train", "parse_args(['--preset', 'cpu']).log_dir: expected 'log/cpu', found 'log'"),
+        ("checkpoints", "parse_args(['--preset', 'cpu']).checkpoint_every: expected 0, found 5"),
+        ("results", "parse_args(['--preset', 'cpu']).val_every: expected 5, found 10"),
+    ],
+)
+def test_a_preset_that_is_not_the_narrated_one_fails(preset_mistakes, slug, words):
+    result = preset_mistakes[slug]
+    assert not result.ok
+    assert result.message == words
+
+
+def test_results_passes_with_three_decimals_printed(series_history, tmp_path):
+    """plot_log.py's figures to 3 decimals ('3.292' for 3.2924, '10.900' for 10.9): each right to its precision."""
+    tree = edited(
+        series_history,
+        "results",
+        tmp_path / "tree",
+        ("{first:g} at step {first_step} -> {last:g}", "{first:.3f} at step {first_step} -> {last:.3f}"),
+        ("(OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS})", "(OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS:.3f})"),
+        file="plot_log.py",
+    )
+    result = verdict(tree, "results")
+    assert result.ok, result.message

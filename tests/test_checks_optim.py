@@ -1,5 +1,6 @@
 """The optimization steps' checks on a learner's tree: correct solutions written differently from ours pass (the
-schedule as one expression, DDP's no_sync() instead of the flag), plausible mistakes fail with a readable line."""
+schedule as one expression, figures printed with fewer decimals, DDP's no_sync() instead of the flag), plausible
+mistakes fail with a readable line."""
 
 from check_tags import edited, verdict
 
@@ -45,8 +46,33 @@ def test_lr_schedule_fails_when_the_cpu_preset_keeps_its_fixed_lr(series_history
     tree = edited(series_history, "lr-schedule", tmp_path / "tree", ("        max_lr=3e-3,\n", "        lr=3e-3,\n"))
     result = verdict(tree, "lr-schedule")
     assert not result.ok
-    assert result.message.startswith("the lr at step 0 of `") and "(the CPU preset: max_lr 3e-3" in result.message
-    assert result.message.endswith("expected 0.0006, found 0.00012 (off by 0.00048, 6e-10 allowed)"), result.message
+    assert result.message == "parse_args(['--preset', 'cpu']).max_lr: expected 0.003, found 0.0006"
+
+
+def test_lr_schedule_fails_when_the_rate_is_set_after_the_step(series_history, tmp_path):
+    """The rate written into the groups after optimizer.step(): each step trains with the one before's."""
+    tree = edited(
+        series_history,
+        "lr-schedule",
+        tmp_path / "tree",
+        ("        optimizer.step()\n", ""),
+        ("        lr = get_lr(", "        optimizer.step()\n        lr = get_lr("),
+    )
+    result = verdict(tree, "lr-schedule")
+    assert not result.ok
+    assert result.message.startswith("the lr of every parameter group at step 0 of `"), result.message
+    assert "(the CPU preset: max_lr 3e-3" in result.message
+    assert result.message.endswith("expected 0.0006, found 0.003 (off by 0.0024, 6e-10 allowed)"), result.message
+
+
+def test_lr_schedule_fails_when_the_line_prints_the_maximum(series_history, tmp_path):
+    tree = edited(series_history, "lr-schedule", tmp_path / "tree", ("lr {lr:.4e}", "lr {args.max_lr:.4e}"))
+    result = verdict(tree, "lr-schedule")
+    assert not result.ok
+    assert result.message == (
+        "the lr printed at step 0 of `train_gpt2.py --preset cpu --max-steps 2` (the rate that step trains with): "
+        "expected 0.0006, found 0.003 (off by 0.0024, 5e-08 allowed)"
+    )
 
 
 def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path):
@@ -58,6 +84,19 @@ def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path)
     assert not result.ok
     assert result.message.startswith("the gradient norm optimizer.step() applies at step 0 (printed norm 1.2")
     assert ": expected 1, found 1.2" in result.message
+
+
+def test_betas_clip_fails_when_the_printed_norm_adds_up_each_tensors_norm(series_history, tmp_path):
+    """Clipped correctly, but the norm printed is the sum of the tensors' norms, not the norm of all of them."""
+    clip = "        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+    summed = "        norm = sum(p.grad.norm() for p in model.parameters())\n"
+    summed += "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+    tree = edited(series_history, "betas-clip", tmp_path / "tree", (clip, summed))
+    result = verdict(tree, "betas-clip")
+    assert not result.ok
+    assert result.message.startswith(
+        "the norm printed at step 0 (the global norm of the gradients backward() left, before clipping): expected 1.2"
+    ), result.message
 
 
 def test_weight_decay_fails_when_1d_tensors_decay(series_history, tmp_path):
@@ -87,6 +126,42 @@ def test_grad_accum_fails_when_only_the_printed_loss_is_divided(series_history, 
     assert not result.ok
     assert result.message.startswith("the printed norm at step 0 of `train_gpt2.py --preset cpu -B 4 --total-batch 512")
     assert "(2 micro-steps) (against one batch of 8)" in result.message
+
+
+def test_grad_accum_fails_when_the_defaults_keep_the_old_micro_batch(series_history, tmp_path):
+    tree = edited(
+        series_history, "grad-accum", tmp_path / "tree", ('"-B", type=int, default=64', '"-B", type=int, default=16')
+    )
+    result = verdict(tree, "grad-accum")
+    assert result.message == "parse_args([]).batch_size: expected 64, found 16"
+
+
+def test_grad_accum_fails_when_tok_per_sec_counts_one_micro_batch(series_history, tmp_path):
+    tree = edited(
+        series_history,
+        "grad-accum",
+        tmp_path / "tree",
+        ("tokens_per_sec = args.total_batch / dt", "tokens_per_sec = B * T / dt"),
+    )
+    result = verdict(tree, "grad-accum")
+    assert not result.ok
+    assert result.message.startswith(
+        "step 0's tok/sec × dt of `train_gpt2.py --preset cpu -B 4 --total-batch 512 --max-steps 2` (2 micro-steps) "
+        "(the tokens of the whole step): expected 512, found 25"
+    ), result.message
+
+
+def test_grad_accum_passes_with_fewer_decimals_printed(series_history, tmp_path):
+    """A loss printed to 4 decimals and a norm to 2 agree to their own precision."""
+    tree = edited(
+        series_history,
+        "grad-accum",
+        tmp_path / "tree",
+        ("loss {loss:.6f} |", "loss {loss:.4f} |"),
+        ("norm {norm:.4f}", "norm {norm:.2f}"),
+    )
+    result = verdict(tree, "grad-accum")
+    assert result.ok, result.message
 
 
 def test_ddp_fails_when_every_rank_reads_the_same_batches(series_history, tmp_path):

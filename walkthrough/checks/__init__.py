@@ -64,7 +64,7 @@ def ended(pid: int) -> bool:
 # run is a fork of one process that imported it once, the zygote, started with the first run and kept for the next.
 ZYGOTE_CODE = """
 import json, os, runpy, signal, sys
-import torch  # what every run would import: imported once, before the forks
+import torch, torch._dynamo  # what every run imports (dynamo: with the first optimizer): once, before the forks
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a run that ends is reaped at once (its results are in its files)
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the runs and the program using them: it ends us (EOF)
 for request in sys.stdin:

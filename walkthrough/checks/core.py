@@ -121,8 +121,35 @@ def step_lines(text: str) -> dict[int, list[str]]:
 
 def printed(line: str, name: str) -> float | None:
     """The number after `name` in a printed line ('loss 10.97', 'dt: 12.3ms', 'tok/sec=1234'), or None."""
-    match = re.search(rf"(?<![\w/]){re.escape(name)}\b\W*?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)", line)
-    return float(match.group(1)) if match else None
+    found = figure(line, name)
+    return found[0] if found else None
+
+
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"  # as Python prints one: 12, 0.5, .5, 6.0000e-04
+
+
+def figure(line: str, name: str) -> tuple[float, float] | None:
+    """The number after `name` in a printed line (what printed() returns), and one unit of its last printed digit:
+    'norm 4.9167' is (4.9167, 1e-4), 'lr 6.0000e-04' (6e-4, 1e-8), 'tok/sec 345' (345, 1). None if there is none."""
+    match = re.search(rf"(?<![\w/]){re.escape(name)}\b\W*?({NUMBER}|nan|inf)", line)
+    return (float(match[1]), unit(match[1])) if match else None
+
+
+def unit(number: str) -> float:
+    """One unit of the last digit of a number as it was printed: a value printed with fewer decimals is as right,
+    to its own precision ('4.92' for 4.9167)."""
+    mantissa, _, exponent = number.lower().partition("e")
+    return 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
+
+
+def expect_settings(tree, argv, **expected: object) -> None:
+    """The tree's parse_args(argv) holding the `expected` values (Tree.parse_args), a flag it lacks named as such."""
+    args = tree.parse_args(list(argv))
+    missing = ["--" + name.replace("_", "-") for name in expected if not hasattr(args, name)]
+    if missing:
+        wanted = f"the flags {', '.join(missing[:-1])} and {missing[-1]}" if missing[1:] else f"a {missing[0]} flag"
+        raise CheckFailed(f"parse_args({list(argv)}): expected {wanted}, found none")
+    tree.parse_args(list(argv), **expected)
 
 
 @dataclass(frozen=True)
@@ -141,7 +168,8 @@ class Forward:
 @contextlib.contextmanager
 def watch(GPT=None, step: Callable | None = None):
     """While the block runs: every call of a `GPT`'s forward, as a Forward in the list it yields, and `step(optimizer)`
-    before every optimizer.step(), however the code calls them (directly, through DDP or a compiled wrapper)."""
+    before every optimizer.step(), however the code calls them (directly, through DDP or a compiled wrapper). `GPT` is
+    the class, or its name: a script run as __main__ (Tree.script) defines a class of its own."""
     import torch
     from torch.nn.modules.module import register_module_forward_hook
     from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -149,7 +177,7 @@ def watch(GPT=None, step: Callable | None = None):
     calls: list[Forward] = []
 
     def seen(module, inputs, output):
-        if isinstance(module, GPT):
+        if isinstance(module, GPT) if isinstance(GPT, type) else type(module).__name__ == GPT:
             logits, loss = (*output, None)[:2] if isinstance(output, (tuple, list)) else (output, None)
             loss = float(loss.detach()) if torch.is_tensor(loss) else None
             idx = inputs[0].detach().clone() if inputs else None
@@ -234,6 +262,33 @@ class Tree:
         fails, and so does any status but 0 with `check`. `shown` names the run in failures."""
         main = self.name(module, "main")
         shown = shown or f"python {module}.py {' '.join(argv)}"
+        return self._in_process(lambda: main(list(argv)), module, argv, shown, folder, expected, check)
+
+    def script(
+        self,
+        argv: list[str],
+        shown: str = "",
+        module: str = "train_gpt2",
+        expected: str = "it to run",
+        check: bool = True,
+    ) -> subprocess.CompletedProcess:
+        """`python {module}.py argv` for a script with no `main` yet: the file run in this process as __main__, as
+        the shell would run it (its classes are then its own, not the imported module's: see watch); otherwise as
+        Tree.main."""
+        import runpy
+
+        path = self.path / f"{module}.py"
+        expect(path.is_file(), f"{module}.py", "the file", f"none in {self.path.name}/")
+        shown = shown or f"python {module}.py {' '.join(argv)}"
+
+        def run_as_main():
+            runpy.run_path(str(path), run_name="__main__")  # its globals are no exit status
+
+        return self._in_process(run_as_main, module, argv, shown, None, expected, check)
+
+    def _in_process(self, call, module, argv, shown, folder, expected, check) -> subprocess.CompletedProcess:
+        """Tree.main's and Tree.script's run: `call()` with sys.argv, the working folder, stdout and stderr as the
+        command line would have them."""
         out, err = io.StringIO(), io.StringIO()
         saved, cwd = sys.argv, os.getcwd()
         sys.argv = [f"{module}.py", *argv]  # argparse names the script in its messages
@@ -241,7 +296,7 @@ class Tree:
             os.chdir(folder or cwd)
             with self.expecting(shown, expected), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
-                    status = main(list(argv))
+                    status = call()
                 except SystemExit as exit:
                     status = exit.code
         finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .core import VOCAB, check, expect, flags, watch
+from .core import VOCAB, check, expect, expect_close, expect_settings, flags, unit, watch
 
 EOT = 50256  # GPT-2's <|endoftext|>
 
@@ -156,11 +156,13 @@ def fineweb(tree):
     "train_gpt2.load_split(data, split)",
     "train_gpt2.DataLoaderLite(shards, B, T, rank, world_size)",
     "DataLoaderLite.next_batch",
+    "python train_gpt2.py --data FOLDER",
 )
 def shards(tree):
     """load_split reads a split's shard files, in order, as memory maps of uint16 (or a text file's tokens, the
     last 10% for validation), and DataLoaderLite reads the shards as one stream: a batch runs on from one shard into
-    the next and, after the last, into the first again, so no token is skipped; each rank takes its own slice."""
+    the next and, after the last, into the first again, so no token is skipped; each rank takes its own slice. A run
+    with --data FOLDER trains on the folder's train shards, from their start, and never on its validation shard."""
     import numpy as np
     import tiktoken
     import torch
@@ -225,17 +227,72 @@ def shards(tree):
             expect(bool((x == buf[:-1].view(B, T)).all()), f"{where}: inputs", span, x.flatten().tolist())
             expect(bool((y == buf[1:].view(B, T)).all()), f"{where}: targets", f"{span}, one on", y.flatten().tolist())
 
+    # the run: its training inputs are the train shards' stream from its start (tokens 1000.., the validation
+    # shard's are 5000..)
+    GPT = tree.name("train_gpt2", "GPT")
+    shown = f"main(['--data', shards/, '-B', '{B}', '-T', '{T}', '--max-steps', '2'])"
+    with watch(GPT) as calls:
+        tree.main(tree.quick(["--data", str(folder), *flags(batch_size=B, seq_len=T, max_steps=2)]), shown)
+    inputs = [call.idx for call in calls if call.training and call.grad]
+    expect(len(inputs) == 2, f"{shown}: training forwards", "2 (one batch a step)", len(inputs))
+    for k, x in enumerate(inputs):
+        start = B * T * k
+        wanted = torch.from_numpy(np.take(stream, range(start, start + B * T), mode="wrap").astype(np.int64))
+        ok = tuple(x.shape) == (B, T) and bool((x.flatten() == wanted).all())
+        tokens = x.flatten().tolist()
+        found = "the validation shard's tokens" if any(t >= 5000 for t in tokens) else "other tokens"
+        expect(
+            ok,
+            f"{shown}: step {k}'s inputs",
+            f"the train shards' tokens {start}..{start + B * T}",
+            f"{found}: {tokens}",
+        )
+
 
 # ------------------------------------------------------------------------------------------------------------------
 # the real run's defaults
 
 
+# What the step's Try-it shows parse_args holding, for the real run and for the CPU preset (the choices left to the
+# device, --compile, --dtype and --device, are left out: None and "auto" are two spellings of them).
+REAL_RUN = dict(
+    data="edu_fineweb10B",
+    n_layer=12,
+    n_head=12,
+    n_embd=768,
+    vocab_size=50304,
+    batch_size=64,
+    seq_len=1024,
+    total_batch=524288,
+    max_lr=6e-4,
+    min_lr_ratio=0.1,
+    warmup_steps=715,
+    max_steps=19073,
+    weight_decay=0.1,
+    seed=1337,
+)
+CPU_PRESET = dict(
+    REAL_RUN,
+    data="input.txt",
+    n_layer=4,
+    n_head=4,
+    n_embd=128,
+    batch_size=8,
+    seq_len=64,
+    total_batch=512,
+    max_lr=3e-3,
+    warmup_steps=5,
+    max_steps=20,
+)
+
+
 @check("real-run", "train_gpt2.parse_args(argv)", "--preset cpu", "--data")
 def real_run(tree):
     """With no flags the trainer is the real run: FineWeb-Edu's shard folder edu_fineweb10B, 19,073 steps (10B
-    tokens at 2^19 a step) after 715 warmup steps; `--preset cpu` still trains on input.txt, and flags override it."""
-    tree.parse_args([], data="edu_fineweb10B", max_steps=19073, warmup_steps=715)
-    tree.parse_args(["--preset", "cpu"], data="input.txt", max_steps=20, warmup_steps=5)
+    tokens at 2^19 a step) after 715 warmup steps, GPT-2 small's model and GPT-3 small's batch and learning rate;
+    `--preset cpu` still trains on input.txt (a 4-layer model, 512 tokens a step, 20 steps), and flags override it."""
+    expect_settings(tree, [], **REAL_RUN)
+    expect_settings(tree, ["--preset", "cpu"], **CPU_PRESET)
     tree.parse_args(["--preset", "cpu", "--data", "shards"], data="shards")
 
 
@@ -357,13 +414,8 @@ def validation(tree):
         losses = [call.loss for call in evaluation if call.loss is not None]
         expect(len(losses) == val_steps, f"{what}: losses computed", val_steps, len(losses))
         mean = sum(losses) / len(losses)
-        decimals = len(value.split(".")[1]) if "." in value else 0
-        expect(
-            abs(float(value) - mean) <= 0.5 * 10**-decimals + 1e-5,
-            f"{what}: the printed validation loss",
-            f"{mean:.4f} (the mean of its {val_steps} batches' losses)",
-            value,
-        )
+        what = f"{what}: the printed validation loss (the mean of its {val_steps} batches' losses)"
+        expect_close(what, mean, float(value), rel=0, abs_=0.5 * unit(value) + 1e-5)  # to the printed precision
 
     shown = "main([..., '--max-steps', '1', '--val-every', '0'])"
     out = tree.main(tree.quick([*base, "--max-steps", "1", "--val-every", "0"]), shown).stdout

@@ -14,7 +14,18 @@ import json
 import math
 import re
 
-from .core import PROMPT, CheckFailed, check, expect, expect_close, expect_tensors_close, flags, last_line
+from .core import (
+    PROMPT,
+    CheckFailed,
+    check,
+    expect,
+    expect_close,
+    expect_settings,
+    expect_tensors_close,
+    flags,
+    last_line,
+    unit,
+)
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- tiny runs of the step's own scripts
@@ -233,16 +244,37 @@ def one_answer(answers) -> list[tuple[int, int]]:
     return [(min(a), min(n)) if len(a) == 1 and len(n) == 1 else None for a, n in answers]
 
 
+def expect_samples_at_the_end(tree) -> None:
+    """The CPU preset samples once, after its last step: its --sample-every is on (not 0), and no multiple of it
+    comes before its last step."""
+    args = tree.parse_args(["--preset", "cpu"])
+    every, steps = getattr(args, "sample_every", None), getattr(args, "max_steps", None)
+    what = f"parse_args(['--preset', 'cpu']).sample_every (samples once, after the last of its {steps} steps)"
+    expect(isinstance(every, int) and steps and every >= steps, what, f"at least {steps}", repr(every))
+
+
+def shows(number: str, value: float) -> bool:
+    """Whether a printed number is `value` to its own precision (within half a unit of its last digit, or 1e-3 of
+    the value): '10.819' or '10.8190' for 10.819; a whole number only for itself, so that a step stands for no loss."""
+    if not re.search(r"[.eE]", number):
+        return float(number) == value
+    return abs(float(number) - value) <= max(0.5 * unit(number), 1e-3 * abs(value)) + 1e-12
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # ---- the checks
 
 
 @check("samples", "train_gpt2.main", "--sample-every", "GPT.generate")
 def samples(tree):
-    """Every --sample-every steps the run prints 4 samples that start with "Hello, I'm a language model,". They come
-    from a generator of their own, seeded the same each time: a model that has not changed samples the same text,
-    and sampling leaves torch's random state exactly as training left it."""
+    """Every --sample-every steps (250 by default; the CPU preset: once, after its 20th and last step) the run prints
+    4 samples that start with "Hello, I'm a language model,". They come from a generator of their own, seeded the
+    same each time: a model that has not changed samples the same text, and sampling leaves torch's random state
+    exactly as training left it."""
     import torch
+
+    expect_settings(tree, [], sample_every=250)
+    expect_samples_at_the_end(tree)
 
     # --max-lr 1e-30: the weights do not move (every update is far below float32's resolution), so the samples after
     # step 1 and after step 2 come from the same model
@@ -392,8 +424,11 @@ def hellaswag_batch(tree):
 def hellaswag_train(tree):
     """HellaSwag during training: evaluate(..., rank=, world_size=) gives each rank its share of the examples, and
     the shares' counts add up to one process's; hellaswag_accuracy() counts acc_norm's right answers; the run scores
-    at step 0, every --hellaswag-every steps and at the end, and log.txt gets `step train|val|hella value` lines (a
-    second run into the same --log-dir is refused)."""
+    at step 0, every --hellaswag-every steps (250 by default, never in the CPU preset) and at the end, and
+    --log-dir's log.txt (log/, the CPU preset's log/cpu/) gets `step train|val|hella value` lines (a second run into
+    the same --log-dir is refused)."""
+    expect_settings(tree, [], hellaswag_every=250, log_dir="log")
+    expect_settings(tree, ["--preset", "cpu"], hellaswag_every=0, log_dir="log/cpu")
     evaluate = tree.name("hellaswag_scoring", "evaluate")
     model = scoring_model(tree)
     kept = [(e, a) for e, a in zip(examples(), one_answer(hand_answers(model, examples()))) if a]  # ties left out
@@ -470,10 +505,14 @@ def hellaswag_train(tree):
     "hellaswag.py --checkpoint",
 )
 def checkpoints(tree):
-    """Every --checkpoint-every steps and after the last, the run writes log_dir/model_NNNNN.pt (NNNNN: steps done):
-    it loads with torch.load(weights_only=True) and holds the weights after exactly that many steps, AdamW's state,
-    the step and the config; GPT.from_checkpoint rebuilds the model from the file alone, and hellaswag.py scores it."""
+    """Every --checkpoint-every steps (5,000 by default; the CPU preset: 0, the last step only) and after the last,
+    the run writes log_dir/model_NNNNN.pt (NNNNN: steps done): it loads with torch.load(weights_only=True) and holds
+    the weights after exactly that many steps, AdamW's state (two moments of each parameter's shape), the step and
+    the config; GPT.from_checkpoint rebuilds the model from the file alone, and hellaswag.py scores it."""
     import torch
+
+    expect_settings(tree, [], checkpoint_every=5000)
+    expect_settings(tree, ["--preset", "cpu"], checkpoint_every=0)
 
     GPT, GPTConfig = tree.name("train_gpt2", "GPT"), tree.name("train_gpt2", "GPTConfig")
     every = tree.scratch() / "ckpt-every-2"
@@ -520,6 +559,16 @@ def checkpoints(tree):
             f"AdamW's two moments for each of the {n_params} parameters",
             f"{len(moments)} entries",
         )
+        shapes = sorted(tuple(p.shape) for p in fresh.parameters())
+        for moment in ("exp_avg", "exp_avg_sq"):
+            found = sorted(tuple(getattr(s[moment], "shape", ())) for s in moments)
+            odd = [shape for shape in found if shape not in shapes]
+            expect(
+                found == shapes,
+                f"{name}'s AdamW {moment} tensors",
+                "one of each parameter's shape",
+                f"shapes {odd[:2] or found[:4]} among them",
+            )
     changed = any(not torch.equal(saved[2]["model"][k], saved[4]["model"][k]) for k in saved[2]["model"])
     expect(changed, "the weights in model_00004.pt", "those of 2 more steps than model_00002.pt", "the same weights")
 
@@ -574,7 +623,13 @@ def checkpoints(tree):
 @check("results", "plot_log.main", "plot_log.py LOG -o PNG")
 def results(tree):
     """plot_log.py reads a run's log.txt, draws the losses and HellaSwag side by side into a PNG, and prints where
-    each series starts and ends, the validation loss beside OpenAI GPT-2 124M's 3.2924."""
+    each series starts and ends, the validation loss beside OpenAI GPT-2 124M's 3.2924. The CPU demo whose log it
+    plots is `--preset cpu` alone: a 4-layer 128-wide model, 20 steps of 512 tokens, validation every 5 steps, samples
+    at the end, no HellaSwag, its log in log/cpu (the real run scores HellaSwag every 250 steps, and logs in log/)."""
+    cpu = dict(n_layer=4, n_embd=128, max_steps=20, total_batch=512, val_every=5, hellaswag_every=0, log_dir="log/cpu")
+    expect_settings(tree, ["--preset", "cpu"], data="input.txt", **cpu)
+    expect_samples_at_the_end(tree)
+    expect_settings(tree, [], hellaswag_every=250, log_dir="log")
     tree.name("plot_log", "main")
     try:
         import matplotlib  # noqa: F401
@@ -602,6 +657,6 @@ def results(tree):
         expect(
             said, "plot_log.py's output", f"a line on {kind} (where it starts and ends)", last_line(out, "no output")
         )
-        found = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", said[0])]
-        missing = [n for n in numbers if not any(abs(n - f) < 1e-9 for f in found)]
+        found = re.findall(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", said[0])
+        missing = [n for n in numbers if not any(shows(number, n) for number in found)]
         expect(not missing, f"plot_log.py's {kind} line", f"the numbers {', '.join(map(str, numbers))}", said[0])

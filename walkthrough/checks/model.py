@@ -9,8 +9,21 @@ tensor, a missing transpose, an exact GELU or a wrong attention scale all move t
 from __future__ import annotations
 
 import math
+import re
 
-from .core import PROMPT, TINY, VOCAB, WORDS, check, expect, expect_close, expect_tensors_close, printed, step_lines
+from .core import (
+    PROMPT,
+    TINY,
+    VOCAB,
+    WORDS,
+    check,
+    expect,
+    expect_close,
+    expect_tensors_close,
+    printed,
+    step_lines,
+    watch,
+)
 
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")  # stored (in, out)
 SHAKESPEARE = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"  # 25 tokens
@@ -53,6 +66,21 @@ def varied_gpt2(tree):
                     p.copy_(0.1 * noise)
         model.save_pretrained(folder)
     return folder, GPT2LMHeadModel.from_pretrained(folder).eval()
+
+
+def only_checkpoint_names(model, theirs):
+    """Fail unless the model's state_dict holds no name the checkpoint lacks: a buffer such as the causal mask is no
+    weight, so it stays out (persistent=False), and a state_dict loads key for key."""
+    extra = [key for key in model.state_dict() if key not in theirs]
+    buffers = {name for name, _ in model.named_buffers()}
+    hint = " (a buffer: persistent=False keeps it out, it is not a weight)" if extra and extra[0] in buffers else ""
+    blocks = TINY["n_layer"]
+    expect(
+        not extra,
+        "GPT's state_dict",
+        f"only the checkpoint's {len(theirs)} names (12 per block × {blocks}, and 5 more)",
+        f"also {', '.join(extra[:2])}{', ...' if len(extra) > 2 else ''}{hint}",
+    )
 
 
 def has_forward(GPT):
@@ -110,6 +138,13 @@ def loader_file(folder, name, tokens_mod):
     return path, enc.encode_ordinary(text)
 
 
+def flag_default(tree, flag, probe=7):
+    """parse_args([])'s value for `flag` (say -B), whatever the attribute is called: the one `flag probe` changes."""
+    base, probed = vars(tree.parse_args([])), vars(tree.parse_args([flag, str(probe)]))
+    changed = [name for name, value in probed.items() if value != base.get(name)]
+    return base[changed[0]] if changed else None
+
+
 def window(tokens, found):
     """Where the flat list `found` sits in `tokens` (its first index), or None."""
     n = len(found)
@@ -155,9 +190,10 @@ def read_epoch(tree, DataLoaderLite, path, tokens, B, T):
 
 @check("skeleton", "train_gpt2.GPTConfig", "train_gpt2.GPT", "GPT.from_pretrained(folder)", "GPT.state_dict")
 def skeleton(tree):
-    """`GPTConfig()` holds GPT-2 124M's sizes, and `GPT.from_pretrained` loads a GPT-2 checkpoint saved by
-    transformers into our `GPT`: the same names as OpenAI's tensors, every tensor copied, the four Conv1D matrices
-    transposed into nn.Linear's (out, in) layout, and the model's sizes taken from the checkpoint."""
+    """`GPTConfig()` holds GPT-2 124M's sizes (163,037,184 parameters, lm_head untied), and `GPT.from_pretrained`
+    loads a GPT-2 checkpoint saved by transformers into our `GPT`: the same names as OpenAI's tensors and no others
+    (12 per block and 5 more), every tensor copied, the four Conv1D matrices transposed into nn.Linear's (out, in)
+    layout, and the model's sizes taken from the checkpoint."""
     import torch
 
     GPTConfig = tree.name("train_gpt2", "GPTConfig")
@@ -180,8 +216,7 @@ def skeleton(tree):
         "every name of GPT-2's checkpoint",
         f"no {', '.join(missing[:2])}{', ...' if len(missing) > 2 else ''} ({len(missing)} missing)",
     )
-    extra = [name for name, _ in model.named_parameters(remove_duplicate=False) if name not in theirs]
-    expect(not extra, "GPT's parameters", "only the names of GPT-2's checkpoint", f"also {', '.join(extra[:2])}")
+    only_checkpoint_names(model, theirs)
     for key, value in theirs.items():
         if key.endswith(CONV1D):
             value = value.t()  # transformers keeps OpenAI's (in, out) layout; nn.Linear holds (out, in)
@@ -191,18 +226,26 @@ def skeleton(tree):
         same = torch.equal(mine.detach().cpu().float(), value.float())
         expect(same, f"GPT.from_pretrained: {key}", "the checkpoint's values", f"others{hint}")
 
+    with torch.device("meta"), tree.expecting("GPT(GPTConfig()) on the meta device", "a model"):  # shapes, no memory
+        full = GPT(default)
+    count = sum(p.numel() for p in full.parameters())
+    expected = gpt2_parameters(12, 768, VOCAB, 1024, tied=False)
+    said = f"{expected:,} (163.04M: 124M, and lm_head's own copy of the token embedding until step 12)"
+    expect(count == expected, "GPT(GPTConfig())'s parameters", said, f"{count:,}")
+
 
 @check("forward", "GPT.from_pretrained(folder)", "GPT.forward(idx)")
 def forward(tree):
     """`GPT.forward(idx)` computes GPT-2's function: on the same checkpoint, its logits for random tokens equal
     transformers' GPT2LMHeadModel's to float32 rounding, and it is causal, so changing a token never changes the
-    logits at the positions before it."""
+    logits at the positions before it; the causal mask, no weight, stays out of the state_dict."""
     import torch
 
     GPT = tree.name("train_gpt2", "GPT")
     has_forward(GPT)
     folder, reference = varied_gpt2(tree)
     model = GPT.from_pretrained(str(folder)).eval()
+    only_checkpoint_names(model, reference.state_dict())
     for B, T in ((2, 48), (1, 64)):  # fewer tokens than the checkpoint's 64 positions, and all of them
         idx = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(T))
         what = f"GPT.forward(idx)'s logits for ({B}, {T}) tokens"
@@ -257,11 +300,28 @@ def sampling(tree):
 @check("device", "python train_gpt2.py --device cpu --num-samples N --max-length L")
 def device(tree):
     """`python train_gpt2.py --device cpu` puts the model on the CPU and, without `--pretrained`, samples from a
-    randomly initialised GPT-2 124M, offline: `--num-samples 2 --max-length 10` prints two continuations of
-    "Hello, I'm a language model,"."""
-    args = ("train_gpt2.py", "--device", "cpu", "--num-samples", "2", "--max-length", "10")
-    samples = [line for line in tree.run(*args).stdout.splitlines() if PROMPT in line]
-    expect(len(samples) == 2, f"python {' '.join(args)}'s output", f"2 lines continuing {PROMPT!r}", f"{len(samples)}")
+    randomly initialised GPT-2 124M (`GPTConfig()`'s sizes: 163,037,184 parameters, lm_head untied), offline:
+    `--num-samples 2 --max-length 10` prints two continuations of "Hello, I'm a language model,", each 10 tokens
+    long with the 8-token prompt (2 new tokens)."""
+    argv = ["--device", "cpu", "--num-samples", "2", "--max-length", "10"]
+    shown = f"python train_gpt2.py {' '.join(argv)}"
+    with watch("GPT") as forwards:  # the script's own GPT class: it runs as __main__
+        out = tree.script(argv, shown).stdout
+    samples = [line for line in out.splitlines() if PROMPT in line]
+    expect(len(samples) == 2, f"{shown}'s output", f"2 lines continuing {PROMPT!r}", f"{len(samples)}")
+    expect(bool(forwards), shown, "a GPT's forward to run", "no call of a GPT's forward")
+    found = sum(p.numel() for p in forwards[0].model.parameters())
+    expected = gpt2_parameters(12, 768, VOCAB, 1024, tied=False)
+    said = f"GPT-2 124M's {expected:,} (GPTConfig()'s sizes, lm_head untied)"
+    expect(found == expected, f"{shown}: the random model's parameters", said, f"{found:,}")
+    # the last token of a 10-token sample is drawn from the logits after the 9 before it
+    longest = max(forward.idx.shape[-1] for forward in forwards)
+    expect(
+        longest == 9,
+        f"{shown}: the longest input the GPT read",
+        "9 tokens (samples of 10 in all, the 8-token prompt included: 2 new tokens)",
+        f"{longest} (samples of {longest + 1}: {longest - 7} new tokens)",
+    )
 
 
 @check("first-loss", "input.txt", "GPT.forward(idx, targets) -> (logits, loss)")
@@ -308,15 +368,33 @@ def first_loss(tree):
 
 @check("overfit", "train_gpt2.main(argv)", "--n-layer", "--n-head", "--n-embd", "--lr", "--max-steps", "-B", "-T")
 def overfit(tree):
-    """`train_gpt2.main([flags])` trains a model of the size the flags ask for with AdamW, printing the loss at every
-    step. On one small batch of tiny shakespeare, repeated, the loss starts near ln(50257) and falls close to zero:
-    the model learns the batch by heart, so the forward pass, the backward pass and the optimizer step all work."""
+    """`train_gpt2.main([flags])` trains a model of the size the flags ask for (its parameters counted from GPT-2's
+    shapes, lm_head untied) with AdamW at `--lr`, printing the loss at every step; without flags, `parse_args` gives
+    the 124M model, batches of 4 × 32 tokens and a learning rate of 3e-4. On one small batch of tiny shakespeare,
+    repeated, the loss starts near ln(50257) and falls close to zero: the model learns the batch by heart, so the
+    forward pass, the backward pass and the optimizer step all work."""
+    import torch
+
+    GPT = tree.name("train_gpt2", "GPT")
     folder = tree.scratch() / "overfit"
     folder.mkdir(exist_ok=True)
     (folder / "input.txt").write_text(SHAKESPEARE, encoding="utf-8")  # one batch of 1 × 16 (+1) fits, not two
     argv = ["-B", "1", "-T", "16", "--lr", "2e-2", "--max-steps", "20"]
     shown = "main(['--n-layer', '2', ..., '--lr', '2e-2', '--max-steps', '20'])"  # the tiny model's flags first
-    out = tree.main(tree.quick(argv), shown, folder=folder).stdout
+    optimizers = []
+    with watch(GPT, step=optimizers.append) as forwards:
+        out = tree.main(tree.quick(argv), shown, folder=folder).stdout
+    expect(bool(forwards), shown, "a GPT's forward to run", "no call of a GPT's forward")
+    expect(bool(optimizers), shown, "an optimizer step every step", "no call of optimizer.step()")
+    found = sum(p.numel() for p in forwards[0].model.parameters())
+    expected = gpt2_parameters(TINY["n_layer"], TINY["n_embd"], VOCAB, 1024, tied=False)
+    said = f"{expected:,} (2 layers of 32 channels, 1,024 positions, lm_head untied)"
+    expect(found == expected, f"{shown}: the model's parameters", said, f"{found:,}")
+    optimizer = optimizers[0]
+    kind = type(optimizer).__name__
+    expect(isinstance(optimizer, torch.optim.AdamW), f"{shown}'s optimizer", "torch.optim.AdamW", kind)
+    for group in optimizer.param_groups:
+        expect_close(f"{shown}: AdamW's learning rate", 2e-2, float(group["lr"]))
     losses = [printed(lines[0], "loss") for _, lines in sorted(step_lines(out).items())]
     losses = [loss for loss in losses if loss is not None]
     expect(len(losses) >= 20, f"{shown}'s printed losses", "one per step (20)", len(losses))
@@ -328,25 +406,55 @@ def overfit(tree):
     )
     expect(losses[19] < 0.5, f"{shown}: the loss at step 19 on the one batch", "below 0.5", f"{losses[19]:.4f}")
 
+    tree.parse_args([], n_layer=12, n_head=12, n_embd=768)  # the 124M model
+    for flag, default in (("-B", 4), ("-T", 32)):  # the narration's 128 tokens of the batch
+        found = flag_default(tree, flag)
+        expect(found == default, f"parse_args([])'s {flag}", default, found)
+    expect_close(
+        "parse_args([]).lr (AdamW's default learning rate)", 3e-4, getattr(tree.parse_args([]), "lr", math.nan)
+    )
+
 
 @check("loader", "train_gpt2.DataLoaderLite(path, B, T)", "DataLoaderLite.next_batch() -> (x, y)", "--data FILE")
 def loader(tree):
     """`DataLoaderLite(path, B, T).next_batch()` returns (x, y): B rows of T consecutive tokens of the file, and the
     same tokens shifted by one, so each target is the token after its input. Batch after batch it reads every token
-    once and in order, then starts over; the file is plain text; and `--data FILE` trains on FILE."""
+    once and in order, then starts over; the file is plain text. `--data FILE` trains on FILE, a fresh batch every
+    step, and the run first prints FILE's number of tokens and of batches per epoch."""
     DataLoaderLite = tree.name("train_gpt2", "DataLoaderLite")
+    GPT = tree.name("train_gpt2", "GPT")
     folder = tree.scratch() / "loader"
     folder.mkdir(exist_ok=True)
-    path, tokens = loader_file(folder, "exact.txt", 1)  # the last batch's last target is the file's last token
-    read_epoch(tree, DataLoaderLite, path, tokens, 2, 8)
     path, tokens = loader_file(folder, "short.txt", 0)  # the last B*T tokens lack one target: no batch there
+    read_epoch(tree, DataLoaderLite, path, tokens, 2, 8)
+    path, tokens = loader_file(folder, "exact.txt", 1)  # the last batch's last target is the file's last token
     read_epoch(tree, DataLoaderLite, path, tokens, 2, 8)
 
     empty = folder / "run"  # no input.txt here: the run must read the file --data names
     empty.mkdir(exist_ok=True)
     argv = ["--data", str(path), "-B", "2", "-T", "8", "--max-steps", "2"]
-    shown = "train_gpt2.main(['--data', FILE, ...])"
-    tree.main(tree.quick(argv), shown, folder=empty, expected="it to train on FILE")
+    shown = "train_gpt2.main(['--data', FILE, '-B', '2', '-T', '8', '--max-steps', '2'])"
+    with watch(GPT) as forwards:
+        out = tree.main(tree.quick(argv), shown, folder=empty, expected="it to train on FILE").stdout
+    BT = 2 * 8
+    trained = [forward.idx.reshape(-1).tolist() for forward in forwards if forward.grad]
+    expect(len(trained) == 2, f"{shown}: forwards with gradients", "one per step (2)", len(trained))
+    for step, found in enumerate(trained):
+        start, at = BT * step, window(tokens, found)
+        said = "other tokens" if at is None else f"tokens {at}..{at + BT - 1}"
+        expected = f"FILE's tokens {start}..{start + BT - 1} (a fresh batch every step)"
+        expect(at == start, f"{shown}: step {step}'s inputs", expected, said)
+    # an epoch is (N - 1) // (B*T) batches (each reads B*T + 1 tokens); on this file, N % (B*T) == 1, also N // (B*T)
+    counts = re.search(r"(\d[\d,]*)\s+tokens\b.*?(\d[\d,]*)\s+batches", out)
+    found = tuple(int(number.replace(",", "")) for number in counts.groups()) if counts else None
+    N = len(tokens)
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    expect(
+        found == (N, N // BT),
+        f"{shown}'s line 'N tokens, M batches per epoch'",
+        f"{N:,} tokens, {N // BT} batches",
+        f"{found[0]:,} tokens, {found[1]} batches" if found else f"no such line (the output begins {first!r})",
+    )
 
 
 @check("tying", "train_gpt2.GPTConfig", "train_gpt2.GPT", "GPT.transformer.wte", "GPT.lm_head")

@@ -9,18 +9,32 @@ step's code did, however it is written.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
-from .core import CheckFailed, check, expect, expect_close, expect_tensors_close, printed, step_lines, watch
+from .core import (
+    CheckFailed,
+    check,
+    expect,
+    expect_close,
+    expect_settings,
+    expect_tensors_close,
+    figure,
+    printed,
+    step_lines,
+    watch,
+)
+from .speed import expect_rate
 
-# The tiny model (Tree.quick) narrowed to 16 channels; the preset supplies the rest (B=8, T=64, and from step 19 on 512
+# The tiny model (Tree.quick) narrowed to 16 channels; the preset supplies the rest (B=8, T=64, and from step 23 on 512
 # tokens a step). The word corpus only uses tokens below 1,024, so the vocabulary (and every logit) can stay small
 # where the script takes --vocab-size.
 PRESET = ("--preset", "cpu")
@@ -41,6 +55,12 @@ def argv(tree, own: tuple[str, ...]) -> list[str]:
     return tree.quick([*setup, *own])
 
 
+def expect_same_printed(what: str, expected: tuple[float, float], found: tuple[float, float], rel: float) -> None:
+    """Two printed figures (figure()) equal within `rel` (relative; absolute near 0), or within one unit of the
+    coarser one's last digit where that is wider: a learner who prints fewer decimals than we do still passes."""
+    expect_close(what, expected[0], found[0], rel, max(rel, expected[1], found[1]))
+
+
 @dataclass
 class Step:
     """What the optimizer held when its step() was called."""
@@ -48,6 +68,7 @@ class Step:
     groups: list[dict]  # per parameter group: lr, betas, eps, weight_decay, and the dims of its tensors
     grad_norm: float  # the global norm of the gradients it is about to apply (after any clipping)
     grads: object  # those gradients, flattened into one tensor
+    backward_norm: float  # the global norm of the gradients as backward() left them, before any clipping
 
 
 @dataclass
@@ -56,16 +77,46 @@ class Run:
     text: str = ""  # what the run printed
     steps: list[Step] = field(default_factory=list)
 
-    def value(self, step: int, name: str) -> float:
-        """The number after `name` ("loss", "norm") on step `step`'s printed line."""
+    def figure(self, step: int, name: str) -> tuple[float, float]:
+        """The number after `name` ("loss", "norm") on step `step`'s printed line, and one unit of its last digit."""
         lines = step_lines(self.text).get(step)
         expect(bool(lines), f"the printed line of step {step}", f"'step {step} | loss ... | norm ...'", "none")
-        found = printed(lines[0], name)
+        found = figure(lines[0], name)
         expect(found is not None, f"step {step}'s printed line", f"a '{name} <number>' field", lines[0].strip())
         return found
 
+    def value(self, step: int, name: str) -> float:
+        return self.figure(step, name)[0]
 
-def snapshot(optimizer) -> Step:
+
+@contextlib.contextmanager
+def backward_norms(GPT):
+    """While the block runs: the squared norm of each gradient of a `GPT` as backward() leaves it (accumulated, before
+    any clipping), by parameter, in the dict it yields. A hook on each parameter, hung at the GPT's first forward."""
+    from torch.nn.modules.module import register_module_forward_hook
+
+    squares: dict[int, float] = {}
+    hooked: set[int] = set()
+    hooks = []
+
+    def record(p):
+        squares[id(p)] = float(p.grad.detach().double().square().sum())
+
+    def seen(module, inputs, output):
+        if isinstance(module, GPT) and id(module) not in hooked:
+            hooked.add(id(module))
+            hooks.extend(p.register_post_accumulate_grad_hook(record) for p in module.parameters() if p.requires_grad)
+
+    hooks.append(register_module_forward_hook(seen))
+    try:
+        yield squares
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def snapshot(optimizer, squares: dict[int, float]) -> Step:
+    """The optimizer as its step() begins; `squares` (backward_norms') are this step's, and are cleared for the next."""
     import torch
 
     groups = [
@@ -82,15 +133,18 @@ def snapshot(optimizer) -> Step:
         p.grad.detach().float().flatten() for g in optimizer.param_groups for p in g["params"] if p.grad is not None
     ]
     flat = torch.cat(grads) if grads else torch.zeros(0)
-    return Step(groups, float(flat.norm()), flat.clone())
+    backward_norm = math.sqrt(sum(squares.values()))
+    squares.clear()
+    return Step(groups, float(flat.norm()), flat.clone(), backward_norm)
 
 
 def train_here(tree, *own: str) -> Run:
     """`python train_gpt2.py --preset cpu OWN` on the tiny model, run as the learner's main() in this process,
-    recording every optimizer.step()."""
+    recording every optimizer.step() and the gradients' norm before it."""
     run = Run(shown(own))
-    with watch(step=lambda optimizer: run.steps.append(snapshot(optimizer))):
-        run.text = tree.main(argv(tree, own), f"python {run.command}").stdout
+    with backward_norms(tree.name("train_gpt2", "GPT")) as squares:
+        with watch(step=lambda optimizer: run.steps.append(snapshot(optimizer, squares))):
+            run.text = tree.main(argv(tree, own), f"python {run.command}").stdout
     return run
 
 
@@ -106,17 +160,22 @@ def ranks(tree, own: tuple[str, ...], nproc: int = 2, timeout: float = 90) -> Ru
     process, which would cost one more start of torch). What every rank printed, in rank order."""
     run = Run(shown(own))
     command = f"torchrun --nproc_per_node={nproc} {run.command}"
-    for attempt in range(2):  # a second time only if another program took the free port before rank 0 bound it
-        texts, failed, taken = launch(tree, argv(tree, own), nproc, timeout, command, attempt)
-        if not taken:
+    # a second time only where the machine failed the run, not the code: another program took the free port before
+    # rank 0 bound it, or gloo aborted a rank as the process group came down (seen, rarely, on a loaded machine)
+    for attempt in range(2):
+        texts, failed, again = launch(tree, argv(tree, own), nproc, timeout, command, attempt)
+        if not again:
             break
     expect(not failed, command, "every rank to run", "; ".join(failed))
     run.text = "".join(texts)
     return run
 
 
+TEARDOWN_ABORT = "terminate called without an active exception"  # what a rank gloo aborted at its end printed
+
+
 def launch(tree, flags, nproc, timeout, command, attempt):
-    """Start the ranks and wait for them: (what each printed, one line per failed rank, whether the port was taken)."""
+    """Start the ranks and wait for them: (what each printed, one line per failed rank, whether to try again)."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     env.update(WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
     started = []
@@ -142,18 +201,19 @@ def launch(tree, flags, nproc, timeout, command, attempt):
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    texts, failed, taken = [], [], False
+    texts, failed, again = [], [], False
     for rank, (process, out, err) in enumerate(started):
         out.seek(0), err.seek(0)
         texts.append(out.read())
         errors = err.read()
         out.close(), err.close()
         if process.returncode != 0:
-            taken = taken or "address already in use" in errors.lower()
+            again = again or "address already in use" in errors.lower()
+            again = again or (process.returncode == -signal.SIGABRT and TEARDOWN_ABORT in errors)
             lines = [line.strip() for line in errors.splitlines() if line.strip()]
             named = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b|.*error:", line)]
             failed.append(f"rank {rank} exit {process.returncode}: {(named or lines or ['no message'])[-1]}")
-    return texts, failed, taken
+    return texts, failed, again
 
 
 def schedule(step, max_lr, min_lr, warmup_steps, max_steps):
@@ -180,9 +240,9 @@ def ranks_against_one(tree, B: int, steps: int = 3) -> None:
         expect(count == 1, f"step {step}'s printed line with {under}", "once (only rank 0 prints)", f"{count} times")
     for step in range(steps):
         for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
-            expected, found = one.value(step, name), two.value(step, name)
+            expected, found = one.figure(step, name), two.figure(step, name)
             what = f"the {name} at step {step} with {under}, against 1 process on the same 512 tokens"
-            expect_close(what, expected, found, tolerance, tolerance)
+            expect_same_printed(what, expected, found, tolerance)
     drift = printed(two.text, "replicas differ by at most")
     said = "'replicas differ by at most ...'"
     expect(drift is not None, f"what rank 0 prints at the end with {under}", said, "no such line")
@@ -190,45 +250,57 @@ def ranks_against_one(tree, B: int, steps: int = 3) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- step 16: AdamW's betas, and gradient clipping
+# ---- step 20: AdamW's betas, and gradient clipping
 
 
 @check("betas-clip", "train_gpt2.main", "--preset cpu", "--max-steps", "the printed norm")
 def betas_clip(tree):
     """The run's AdamW uses GPT-3's betas (0.9, 0.95) and eps 1e-8, and every update is clipped to a gradient norm of
-    at most 1.0: the gradients the optimizer applies have norm min(1, the norm printed on that step's line), which is
-    the norm before clipping."""
+    at most 1.0: the norm printed on a step's line is the global norm of the gradients before clipping (the square
+    root of the sum of every gradient's squares), and the gradients the optimizer applies have norm min(1, that)."""
     run = train_here(tree, "--max-steps", "4")
     expect(len(run.steps) == 4, f"optimizer steps in `{run.command}`", 4, len(run.steps))
     for group in run.steps[0].groups:
         expect(group["betas"] == (0.9, 0.95), "AdamW's betas", (0.9, 0.95), group["betas"])
         expect(group["eps"] == 1e-8, "AdamW's eps", 1e-8, group["eps"])
-    printed = [run.value(step, "norm") for step in range(4)]
+    norms = [run.figure(step, "norm") for step in range(4)]
     expect(
-        max(printed) > 1.0,
+        max(norm for norm, _ in norms) > 1.0,
         "the norms printed in 4 steps of the tiny model",
         "the norms before clipping (some above 1.0)",
-        ", ".join(f"{norm:.4f}" for norm in printed),
+        ", ".join(f"{norm:.4f}" for norm, _ in norms),
     )
-    for step, (norm, applied) in enumerate(zip(printed, run.steps)):
+    for step, ((norm, digit), taken) in enumerate(zip(norms, run.steps)):
+        expect_close(
+            f"the norm printed at step {step} (the global norm of the gradients backward() left, before clipping)",
+            taken.backward_norm,
+            norm,
+            rel=1e-5,
+            abs_=0.5 * digit + 1e-6,  # to the printed precision
+        )
         expect_close(
             f"the gradient norm optimizer.step() applies at step {step} (printed norm {norm:.4f})",
             min(norm, 1.0),
-            applied.grad_norm,
+            taken.grad_norm,
             rel=2e-4,
-            abs_=2e-4,
+            abs_=max(2e-4, digit),
         )
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- step 17: learning-rate warmup and cosine decay
+# ---- step 21: learning-rate warmup and cosine decay
 
 
-@check("lr-schedule", "train_gpt2.get_lr", "--max-lr", "--min-lr-ratio", "--warmup-steps", "--max-steps")
+@check(
+    "lr-schedule", "train_gpt2.get_lr", "--max-lr", "--min-lr-ratio", "--warmup-steps", "--max-steps", "the printed lr"
+)
 def lr_schedule(tree):
     """get_lr rises linearly from max_lr / warmup_steps to max_lr over the warmup, follows half a cosine down to min_lr
-    at max_steps, and stays at min_lr after it; and the run sets that rate on every parameter group before each
-    optimizer.step()."""
+    at max_steps, and stays at min_lr after it; the run sets that rate on every parameter group before each
+    optimizer.step() and prints it on the step's line. The defaults: --max-lr 6e-4, --min-lr-ratio 0.1, 10 warmup
+    steps of 50; the CPU preset: max_lr 3e-3, 5 warmup steps of 20."""
+    expect_settings(tree, [], max_lr=6e-4, min_lr_ratio=0.1, warmup_steps=10, max_steps=50)
+    expect_settings(tree, PRESET, max_lr=3e-3, min_lr_ratio=0.1, warmup_steps=5, max_steps=20)
     get_lr = tree.name("train_gpt2", "get_lr")
     settings = [
         (dict(max_lr=3e-3, min_lr=3e-4, warmup_steps=5, max_steps=20), [0, 1, 4, 5, 6, 10, 15, 19, 20, 35]),
@@ -239,22 +311,31 @@ def lr_schedule(tree):
             spelled = ", ".join(f"{k}={v:g}" for k, v in kwargs.items())
             expect_close(f"get_lr({step}, {spelled})", schedule(step, **kwargs), get_lr(step, **kwargs), 1e-6, 1e-12)
 
-    run = train_here(tree, "--max-steps", "2")  # the CPU preset's own schedule, as the step's Try-it runs it
-    for step, taken in enumerate(run.steps):
-        expected = schedule(step, 3e-3, 3e-4, 5, 2)
-        what = f"the lr at step {step} of `{run.command}` (the CPU preset: max_lr 3e-3, 5 warmup steps)"
-        expect_close(what, expected, taken.groups[0]["lr"], 1e-6, 1e-12)
-    run = train_here(tree, "--max-lr", "2e-3", "--min-lr-ratio", "0.25", "--warmup-steps", "2", "--max-steps", "5")
-    expect(len(run.steps) == 5, f"optimizer steps in `{run.command}`", 5, len(run.steps))
-    for step, taken in enumerate(run.steps):
-        expected = schedule(step, 2e-3, 5e-4, 2, 5)
-        for group in taken.groups:
-            what = f"the lr of every parameter group at step {step} of `{run.command}`"
-            expect_close(what, expected, group["lr"], 1e-6, 1e-12)
+    runs = [
+        # the CPU preset's own schedule, as the step's Try-it runs it: 2 steps of its warmup
+        (("--max-steps", "2"), (3e-3, 3e-4, 5, 2), " (the CPU preset: max_lr 3e-3, 5 warmup steps)"),
+        (
+            ("--max-lr", "2e-3", "--min-lr-ratio", "0.25", "--warmup-steps", "2", "--max-steps", "5"),
+            (2e-3, 5e-4, 2, 5),
+            "",
+        ),
+    ]
+    for own, settings, said in runs:
+        run = train_here(tree, *own)
+        steps = settings[-1]
+        expect(len(run.steps) == steps, f"optimizer steps in `{run.command}`", steps, len(run.steps))
+        for step, taken in enumerate(run.steps):
+            expected = schedule(step, *settings)
+            for group in taken.groups:
+                what = f"the lr of every parameter group at step {step} of `{run.command}`{said}"
+                expect_close(what, expected, group["lr"], 1e-6, 1e-12)
+            lr, digit = run.figure(step, "lr")
+            what = f"the lr printed at step {step} of `{run.command}` (the rate that step trains with)"
+            expect_close(what, expected, lr, 1e-6, 0.5 * digit * (1 + 1e-6))  # to the printed precision
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- step 18: weight decay groups, and fused AdamW
+# ---- step 22: weight decay groups, and fused AdamW
 
 
 @check("weight-decay", "train_gpt2.GPT.configure_optimizers", "--weight-decay")
@@ -303,28 +384,29 @@ def weight_decay(tree):
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- step 19: gradient accumulation
+# ---- step 23: gradient accumulation
 
 
-@check("grad-accum", "--total-batch", "--batch-size/-B", "the printed loss and norm")
+@check("grad-accum", "--total-batch", "--batch-size/-B", "the printed loss and norm", "tok/sec")
 def grad_accum(tree):
     """--total-batch 512 with -B 4 (two micro-batches of 4 × 64) takes the same steps as one batch of 8 × 64: the same
     printed loss and gradient norm, and the same gradients at optimizer.step(), because each micro-batch's loss is
-    divided by the number of micro-steps."""
-    steps = "2"
-    whole = train_here(tree, "-B", "8", "--total-batch", "512", "--max-steps", steps)
+    divided by the number of micro-steps; tok/sec counts the whole 512. The defaults are GPT-3 small's 2^19 = 524,288
+    tokens a step in micro-batches of 64 × 1024; the CPU preset's, 512 in micro-batches of 8 × 64."""
+    expect_settings(tree, [], total_batch=524288, batch_size=64, seq_len=1024)
+    expect_settings(tree, PRESET, total_batch=512, batch_size=8, seq_len=64)
+    steps = 2
+    whole = train_here(tree, "-B", "8", "--total-batch", "512", "--max-steps", str(steps))
     for B, micro in (("4", 2), ("2", 4)):
-        parts = train_here(tree, "-B", B, "--total-batch", "512", "--max-steps", steps)
+        parts = train_here(tree, "-B", B, "--total-batch", "512", "--max-steps", str(steps))
         what = f"`{parts.command}` ({micro} micro-steps)"
         expect(len(parts.steps) == len(whole.steps), f"optimizer steps in {what}", len(whole.steps), len(parts.steps))
-        for step in range(int(steps)):
+        for step in range(steps):
             for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
-                expected, found = whole.value(step, name), parts.value(step, name)
-                expect_close(
+                expect_same_printed(
                     f"the printed {name} at step {step} of {what} (against one batch of 8)",
-                    expected,
-                    found,
-                    tolerance,
+                    whole.figure(step, name),
+                    parts.figure(step, name),
                     tolerance,
                 )
             expect_tensors_close(
@@ -334,10 +416,16 @@ def grad_accum(tree):
                 atol=1e-6,
                 rtol=1e-4,
             )
+            expect_rate(
+                f"step {step}'s tok/sec × dt of {what} (the tokens of the whole step)",
+                512,
+                parts.value(step, "dt"),
+                parts.value(step, "tok/sec"),
+            )
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# ---- steps 20 and 21: DistributedDataParallel, and where the sync flag goes
+# ---- steps 24 and 25: DistributedDataParallel, and where the sync flag goes
 
 
 @check("ddp", "torchrun --nproc_per_node=2 train_gpt2.py --device cpu", "train_gpt2.replica_drift", "the printed loss")
