@@ -45,3 +45,23 @@ def series_history(tmp_path_factory) -> Path:
     into = tmp_path_factory.mktemp("series") / "history"
     build(ROOT / "steps", into)
     return into
+
+
+# The files that take longest, started first: with pytest-xdist, a long file started last would leave one process
+# working alone at the end while the others wait. The steps' Try-its (short, each a test) come last, filling the gaps.
+LONGEST_FIRST = ["test_train.py", "test_errors.py", "test_exercises.py", "test_walkthrough_app.py", "test_hellaswag.py"]
+
+
+def pytest_collection_modifyitems(items):
+    """pytest-xdist's --dist loadgroup gives a group of tests to one process: a test file's tests form a group (they
+    share the file's fixtures) unless a test names its own (each step's Try-it does, test_steps.py)."""
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
+    def order(item):
+        if item.path.name in LONGEST_FIRST:
+            return LONGEST_FIRST.index(item.path.name)
+        return len(LONGEST_FIRST) + (item.get_closest_marker("xdist_group").args[0].startswith("try-it"))
+
+    items.sort(key=order)

@@ -9,8 +9,6 @@ import io
 import os
 import subprocess
 import tarfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,22 +43,9 @@ def checkout(history: Path, n: int, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def results(history, tmp_path_factory) -> dict[int, tuple[str | None, str, float]]:
-    """Every step's Try-it, two at a time (the CPU has two cores; each run uses one thread)."""
+def stand_ins(tmp_path_factory) -> Path:
     pytest.importorskip("transformers")
-    stand_ins = make_stand_ins(tmp_path_factory.mktemp("stand-ins"))
-    work = tmp_path_factory.mktemp("steps")
-    wanted = [n for n in range(1, N_STEPS + 1) if not ONLY or n in ONLY]
-
-    def one(n):
-        return run(checkout(history, n, work / f"step-{n:02d}"), PATCHES[n - 1].narration, stand_ins)
-
-    started = time.time()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = dict(zip(wanted, pool.map(one, wanted)))
-    each = ", ".join(f"{n}:{seconds:.0f}s" for n, (_, _, seconds) in done.items())
-    print(f"\nall {len(done)} Try-its: {time.time() - started:.0f}s ({each})")
-    return done
+    return make_stand_ins(tmp_path_factory.mktemp("stand-ins"))
 
 
 def test_series_is_sound():
@@ -101,11 +86,16 @@ def test_checkout_every_step(history):
     subprocess.run(["git", "checkout", "-q", "main"], cwd=history, check=True)
 
 
-@pytest.mark.parametrize("n", range(1, N_STEPS + 1), ids=lambda n: f"step-{n:02d}")
-def test_step_keeps_its_promise(results, n):
-    if n not in results:
+# a Try-it a test, each in an xdist group of its own: with pytest-xdist they spread over its processes (conftest.py)
+@pytest.mark.parametrize(
+    "n",
+    [pytest.param(n, marks=pytest.mark.xdist_group(f"try-it-{n:02d}")) for n in range(1, N_STEPS + 1)],
+    ids=lambda n: f"step-{n:02d}",
+)
+def test_step_keeps_its_promise(history, stand_ins, tmp_path, n):
+    if ONLY and n not in ONLY:
         pytest.skip(f"not in CHECK_STEPS={os.environ['CHECK_STEPS']}")
-    problem, output, _ = results[n]
+    problem, output, _ = run(checkout(history, n, tmp_path / f"step-{n:02d}"), PATCHES[n - 1].narration, stand_ins)
     assert problem is None, f"step {n:02d}: {problem}\n{output[-6000:]}"
 
 
