@@ -52,6 +52,7 @@ def series_history(tmp_path_factory) -> Path:
 LONGEST_FIRST = ["test_train.py", "test_errors.py", "test_exercises.py", "test_walkthrough_app.py", "test_hellaswag.py"]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the tests' ids
 def pytest_collection_modifyitems(items):
     """pytest-xdist's --dist loadgroup gives a group of tests to one process: a test file's tests form a group (they
     share the file's fixtures) unless a test names its own (each step's Try-it does, test_steps.py)."""
