@@ -526,7 +526,19 @@ def panel(app: WalkthroughApp) -> tuple[str, list[str], str]:
     return str(run.query_one("#run-head").render()), run.lines, str(run.query_one("#run-foot").render())
 
 
-def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history, tmp_path):
+def short_python(monkeypatch, folder: str = "/tmp/walkthrough-snapshot-python") -> Path:
+    """The reader's interpreter under a short path, the same on every machine: a command line that names it fits on
+    one line of the run's pane (and in a snapshot) wherever the project was cloned."""
+    python = Path(folder, "python")
+    python.parent.mkdir(exist_ok=True)
+    python.unlink(missing_ok=True)
+    python.symlink_to(sys.executable)
+    monkeypatch.setattr("walkthrough.runner.sys.executable", str(python))
+    return python
+
+
+def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history, tmp_path, monkeypatch):
+    python = short_python(monkeypatch, "/tmp/wt-python")  # the pane is narrow: a shorter path still
     app, notes = runner(run_history, tmp_path)
 
     async def keys(pilot):
@@ -536,7 +548,7 @@ def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history
         assert app.query_one(RunPanel).display and not app.query_one(DiffView).display
         assert head.startswith("Try-it of step-01, in a new checkout: ") and head.endswith("runs/step-01")
         assert lines == [
-            f"$ {shlex.join([sys.executable, 'show.py', 'hello'])}",
+            f"$ {python} show.py hello",
             "show.py says: hello",
             "GREETING is unset",
             "runs in this checkout: 1",
@@ -877,11 +889,7 @@ def test_after_a_run_the_footer_and_new_steps_still_show(run_history, tmp_path):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size, monkeypatch):
-    python = Path("/tmp/walkthrough-snapshot-python/python")  # the same path on every machine, in the snapshot
-    python.parent.mkdir(exist_ok=True)
-    python.unlink(missing_ok=True)
-    python.symlink_to(sys.executable)
-    monkeypatch.setattr("walkthrough.runner.sys.executable", str(python))
+    short_python(monkeypatch)
     app = WalkthroughApp(load_series(run_history, HISTORY_RANGE), Bookmarks(tmp_path / "b.json"), own_series=True)
     app.runs_root = Path("/tmp/walkthrough-snapshot-runs")
     shutil.rmtree(app.runs_root, ignore_errors=True)
