@@ -1,0 +1,259 @@
+"""
+The whole reproduction in one command, from a rented node to a report card: the data, its check, preflight, the run
+under torchrun on every GPU, HellaSwag on the final checkpoint, samples, curves and the export.
+
+    python reproduce.py --price 2.50      # on an 8-GPU node: FineWeb-Edu, the 124M run; the cost at $2.50 a GPU-hour
+
+Every flag that is not reproduce.py's own is train_gpt2.py's, passed to preflight.py and the run as it is. Rerun the
+same command after any interruption: a stage whose result is on disk is skipped, the first one that is not continues
+(fineweb.py and train_gpt2.py resume themselves), and no stage starts before the ones it reads from have finished.
+Each stage's output is kept in --log-dir/stages/, and report.md and report.json (report_card.py) follow each stage.
+"""
+
+import codecs
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import report_card
+import train_gpt2
+from common import (
+    STOP_SIGNALS,
+    ArgumentParser,
+    UserError,
+    count,
+    lock_folder,
+    open_no_link,
+    positive_float,
+    run_cli,
+    write_atomically,
+)
+from manifest import read_manifest
+from meters import duration
+from report_card import STAGES
+
+
+class Reproduction:
+    """The stages of one reproduction, each a command and a way to tell that its result is on disk."""
+
+    def __init__(self, ours, argv):
+        self.ours, self.argv = ours, argv  # argv: train_gpt2.py's flags, as given
+        self.args = train_gpt2.parse_args(argv)
+        if self.args.resume:
+            raise UserError("--resume: reproduce.py resumes by itself: rerun the same command without it")
+        self.log_dir = Path(self.args.log_dir)
+        self.stages_dir = self.log_dir / "stages"
+        self.data = Path(self.args.data)
+        self.final = self.log_dir / f"model_{self.args.max_steps:05d}.pt"  # what a finished run leaves
+        self.export = Path(ours.export or self.log_dir / "hf")
+        self.python = sys.executable
+        self.stopped = None  # the signal that asked us to stop
+        self.child = None
+
+    # ---- each stage: its command (None: nothing to do), and whether its result is on disk
+
+    def command(self, stage):
+        py, here = self.python, Path(__file__).resolve().parent
+        script = {name: str(here / f"{name}.py") for name in ("fineweb", "preflight", "train_gpt2", "hellaswag")}
+        script |= {name: str(here / f"{name}.py") for name in ("sample", "plot_log", "export_hf")}
+        device = ["--device", self.args.device]
+        if stage in ("data", "verify") and self.data.is_file():
+            return None  # a text file is read as it is
+        if stage == "data":
+            files = ["--files", *map(str, self.ours.files)] if self.ours.files else []
+            size = ["--shard-size", str(self.ours.shard_size)] if self.ours.shard_size else []
+            return [py, script["fineweb"], "--out", str(self.data), *files, *size]
+        if stage == "verify":
+            return [py, script["fineweb"], "--verify", "--out", str(self.data)]
+        if stage == "preflight":
+            return [py, script["preflight"], "--world-size", str(self.ours.nproc), *self.argv]
+        if stage == "train":
+            resume = ["--resume"] if (self.log_dir / "log.txt").exists() else []  # a run begun: it continues
+            torchrun = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={self.ours.nproc}"]
+            return [*torchrun, script["train_gpt2"], *self.argv, *resume]
+        if stage == "hellaswag":
+            data = ["--data", self.args.hellaswag_data] if self.args.hellaswag_data else []
+            return [py, script["hellaswag"], "--checkpoint", str(self.final), *data, *device]
+        if stage == "samples":
+            return [py, script["sample"], str(self.final), *device]
+        if stage == "curves":
+            fineweb = ["--fineweb"] if report_card.is_fineweb_edu(self.data) else []
+            return [py, script["plot_log"], str(self.log_dir), "--out", str(self.log_dir / "curves.png"), *fineweb]
+        return [py, script["export_hf"], str(self.final), str(self.export)]
+
+    def finished(self, stage):
+        """Whether the stage's result is on disk: its own files, or the record of a run that ended well."""
+        record = self.record(stage)
+        if stage == "data":
+            return (manifest := read_manifest(self.data)) is not None and manifest["complete"]
+        if stage == "verify":  # the shards as they are now: a manifest written since was not verified
+            return record.get("done") == report_card.manifest_sha256(self.data)
+        if stage == "train":
+            return self.final.exists()
+        if stage == "export":
+            return (self.export / ".export_hf").exists()  # export_hf.py renames the folder into place whole
+        return bool(record.get("done"))
+
+    # ---- the records in --log-dir/stages: NAME.json (time spent, done) and NAME.txt (everything it printed)
+
+    def record(self, stage):
+        path = self.stages_dir / f"{stage}.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def save_record(self, stage, record):
+        data = json.dumps(record, indent=1).encode()
+        write_atomically(str(self.stages_dir / f"{stage}.json"), lambda f: f.write(data))
+
+    def check_same_command(self):
+        """A rerun continues only the reproduction of the same flags (--price aside): stages done with other flags
+        would not be this one's."""
+        command = {"train_gpt2": self.argv, "nproc": self.ours.nproc, "files": list(map(str, self.ours.files or []))}
+        command |= {"shard_size": self.ours.shard_size, "export": str(self.export)}
+        path = self.stages_dir / "command.json"
+        if path.exists() and (before := json.loads(path.read_text())) != command:
+            differ = ", ".join(k for k in command if command[k] != before.get(k))
+            raise UserError(
+                f"{self.stages_dir} is a reproduction with other flags ({differ} differ: before, "
+                f"{shlex.join(before['argv'])}): rerun that, or choose another --log-dir"
+            )
+        command["argv"] = ["python", *sys.argv]
+        data = json.dumps(command, indent=1).encode()
+        write_atomically(str(path), lambda f: f.write(data))
+
+    # ---- running
+
+    def run(self):
+        self.stages_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_folder(self.stages_dir)  # one reproduction at a time in a folder (train_gpt2.py's is its own)
+        self.check_same_command()
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self.stop)
+        try:
+            for number, stage in enumerate(STAGES, 1):
+                if self.stopped:
+                    return self.interrupted(stage)
+                if self.finished(stage):
+                    print(f"== {number}/{len(STAGES)} {stage}: done", flush=True)
+                    continue
+                if (argv := self.command(stage)) is None:
+                    print(f"== {number}/{len(STAGES)} {stage}: nothing to do ({self.data} is a text file)", flush=True)
+                    continue
+                self.announce(number, stage, argv)
+                code = self.attempt(stage, argv)
+                if self.finished(stage) or (code == 0 and stage not in ("data", "train", "export")):
+                    self.save_record(stage, self.record(stage) | {"done": self.result_of(stage)})
+                    print(f"== {stage} done in {duration(self.record(stage)['seconds'])}", flush=True)
+                elif self.stopped:
+                    return self.interrupted(stage)
+                else:
+                    raise UserError(
+                        f"stage {stage} failed (exit status {code}; its output: {self.stages_dir / stage}.txt): "
+                        "put right what it says, then rerun the same command"
+                    )
+                report_card.write(self.log_dir, self.ours.price)
+        finally:
+            report_card.write(self.log_dir, self.ours.price)
+        print(f"reproduce.py: done: {self.log_dir / 'report.md'}")
+        return 0
+
+    def result_of(self, stage):
+        return report_card.manifest_sha256(self.data) if stage == "verify" else True
+
+    def announce(self, number, stage, argv):
+        left = STAGES[number:]
+        after = f"; after it: {', '.join(left)}" if left else ""
+        estimate = report_card.preflight_estimate(self.stages_dir) if stage == "train" else None
+        print(f"== {number}/{len(STAGES)} {stage}: {shlex.join(argv)}", flush=True)
+        print(f"   {estimate and f'eta {estimate} (preflight measured it)' or 'started'}{after}", flush=True)
+
+    def attempt(self, stage, argv):
+        """Run the stage's command once, its output to the terminal and to NAME.txt; its exit status. The time is
+        counted as it goes: a killed attempt's lasted until NAME.txt last grew."""
+        record, output = self.record(stage), self.stages_dir / f"{stage}.txt"
+        if started := record.pop("started", None):  # an attempt that was killed
+            record["seconds"] = record.get("seconds", 0) + max(0.0, output.stat().st_mtime - started)
+        self.save_record(stage, record | {"started": time.time()})
+        started = time.time()
+        with open_no_link(output, "a") as log:
+            log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
+            log.flush()
+            env = dict(os.environ, PYTHONUNBUFFERED="1")  # its lines as they come, not when a buffer fills
+            self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+            tee(self.child.stdout, log)
+            code = self.child.wait()
+            self.child = None
+        record["seconds"] = record.get("seconds", 0) + time.time() - started
+        self.save_record(stage, record)
+        return code
+
+    def stop(self, signum, frame):
+        """Ctrl-C and a hang-up reach every process of the terminal, the stage's too, which stops cleanly; a SIGTERM
+        sent to us alone is passed on to the processes doing the work (torchrun's workers: torchrun itself ends in a
+        traceback when signalled). Either way, no stage starts after it."""
+        self.stopped = signum
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the stage's own second Ctrl-C stops it at once; we wait for it
+        if signum == signal.SIGTERM and self.child:
+            for pid in workers(self.child.pid) or [self.child.pid]:
+                os.kill(pid, signal.SIGTERM)
+
+    def interrupted(self, stage):
+        name = signal.Signals(self.stopped).name
+        print(f"reproduce.py: stopped in stage {stage} ({name}): rerun the same command to continue", file=sys.stderr)
+        return 128 + self.stopped
+
+
+def tee(pipe, log):
+    """Copy a child's output to our stdout and to log as it comes. A terminal that hung up fails every write: the
+    rest goes to the log only."""
+    decode, echo = codecs.getincrementaldecoder("utf-8")("replace").decode, True
+    while chunk := os.read(pipe.fileno(), 1 << 16):
+        log.write(decode(chunk))
+        log.flush()
+        if echo:
+            try:
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+            except OSError:
+                echo = False
+
+
+def workers(pid):
+    """The child processes of pid (torchrun's workers), where Linux lists them; else []."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def parse_args(argv):
+    p = ArgumentParser(
+        prog="reproduce.py",
+        description="The reproduction in one resumable command; every other flag is train_gpt2.py's.",
+    )
+    p.add_argument("--nproc", type=count, help="processes for torchrun (default: the GPUs torch sees, or 1)")
+    p.add_argument(
+        "--files", nargs="+", type=Path, metavar="FILE", help="fineweb.py's --files: local text, not FineWeb"
+    )
+    p.add_argument("--shard-size", type=count, metavar="N", help="fineweb.py's --shard-size (default: its own, 1e8)")
+    p.add_argument("--price", type=positive_float, metavar="USD", help="per GPU-hour: the report card adds the cost")
+    p.add_argument("--export", metavar="DIR", help="export_hf.py's folder (default: --log-dir/hf)")
+    ours, rest = p.parse_known_args(argv)
+    if ours.nproc is None:
+        import torch
+
+        ours.nproc = torch.cuda.device_count() or 1
+    return ours, rest
+
+
+def main(argv=None):
+    ours, rest = parse_args(argv)
+    return run_cli("reproduce.py", lambda: Reproduction(ours, rest).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
