@@ -11,6 +11,7 @@ Each stage's output is kept in --log-dir/stages/, and report.md and report.json 
 """
 
 import codecs
+import contextlib
 import json
 import os
 import shlex
@@ -53,7 +54,7 @@ class Reproduction:
         self.export = Path(ours.export or self.log_dir / "hf")
         self.python = sys.executable
         self.stopped = None  # the signal that asked us to stop
-        self.child = None
+        self.stage = self.child = None  # the stage running, and its process
 
     # ---- each stage: its command (None: nothing to do), and whether its result is on disk
 
@@ -115,10 +116,10 @@ class Reproduction:
         command = {"train_gpt2": self.argv, "nproc": self.ours.nproc, "files": list(map(str, self.ours.files or []))}
         command |= {"shard_size": self.ours.shard_size, "export": str(self.export)}
         path = self.stages_dir / "command.json"
-        if path.exists() and (before := json.loads(path.read_text())) != command:
-            differ = ", ".join(k for k in command if command[k] != before.get(k))
+        before = json.loads(path.read_text()) if path.exists() else command
+        if differ := [k for k in command if command[k] != before.get(k)]:
             raise UserError(
-                f"{self.stages_dir} is a reproduction with other flags ({differ} differ: before, "
+                f"{self.stages_dir} is a reproduction with other flags ({', '.join(differ)} differ; it ran "
                 f"{shlex.join(before['argv'])}): rerun that, or choose another --log-dir"
             )
         command["argv"] = ["python", *sys.argv]
@@ -147,7 +148,10 @@ class Reproduction:
                 code = self.attempt(stage, argv)
                 if self.finished(stage) or (code == 0 and stage not in ("data", "train", "export")):
                     self.save_record(stage, self.record(stage) | {"done": self.result_of(stage)})
-                    print(f"== {stage} done in {duration(self.record(stage)['seconds'])}", flush=True)
+                    print(
+                        f"== {number}/{len(STAGES)} {stage}: done in {duration(self.record(stage)['seconds'])}",
+                        flush=True,
+                    )
                 elif self.stopped:
                     return self.interrupted(stage)
                 else:
@@ -183,7 +187,12 @@ class Reproduction:
             log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
             log.flush()
             env = dict(os.environ, PYTHONUNBUFFERED="1")  # its lines as they come, not when a buffer fills
-            self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+            self.stage, self.child = (
+                stage,
+                subprocess.Popen(
+                    argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                ),
+            )
             tee(self.child.stdout, log)
             code = self.child.wait()
             self.child = None
@@ -192,18 +201,20 @@ class Reproduction:
         return code
 
     def stop(self, signum, frame):
-        """Ctrl-C and a hang-up reach every process of the terminal, the stage's too, which stops cleanly; a SIGTERM
-        sent to us alone is passed on to the processes doing the work (torchrun's workers: torchrun itself ends in a
-        traceback when signalled). Either way, no stage starts after it."""
+        """Ctrl-C, SIGTERM or a hang-up: passed on to the processes doing the stage's work (torchrun's workers, which
+        stop cleanly; torchrun itself ends in a traceback when signalled), and no stage starts after it. The stage runs
+        in a session of its own, so that what the terminal sends reaches it through us only, once."""
         self.stopped = signum
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the stage's own second Ctrl-C stops it at once; we wait for it
-        if signum == signal.SIGTERM and self.child:
-            for pid in workers(self.child.pid) or [self.child.pid]:
-                os.kill(pid, signal.SIGTERM)
+        if self.child:
+            for pid in (self.stage == "train" and workers(self.child.pid)) or [self.child.pid]:
+                os.kill(pid, signum)
 
     def interrupted(self, stage):
         name = signal.Signals(self.stopped).name
-        print(f"reproduce.py: stopped in stage {stage} ({name}): rerun the same command to continue", file=sys.stderr)
+        with contextlib.suppress(OSError):  # a terminal that hung up fails every write
+            print(
+                f"reproduce.py: stopped in stage {stage} ({name}): rerun the same command to continue", file=sys.stderr
+            )
         return 128 + self.stopped
 
 
