@@ -176,7 +176,7 @@ def collect(log_dir, price=None):
     if not (stages / "command.json").is_file():
         raise UserError(f"{stages / 'command.json'}: not found: {log_dir} is not a folder reproduce.py ran in")
     command = json.loads((stages / "command.json").read_text())
-    args = train_gpt2.parse_args(command["train_gpt2"])
+    args = train_gpt2.parse_args(command["train_gpt2.py"])
     env, data = environment(), Path(args.data)
     series = read_series(log_dir / "log.txt") if (log_dir / "log.txt").exists() else {}
     times = stage_times(stages)
@@ -222,6 +222,7 @@ def markdown(card):
     lines += ["", "## Stages", "", "| stage | | wall time |", "|---|---|---|"]
     for stage, t in card["stages"].items():
         lines.append(f"| {stage} | {'done' if t['done'] else 'not done'} | {duration(t['seconds'])} |")
+    lines.append(f"| all | | {duration(sum(t['seconds'] for t in card['stages'].values()))} |")
     lines += ["", "## Run", ""]
     lines.append(
         f"- {run['steps']:,} of {run['max_steps']:,} steps, {run['tokens']:,} tokens, {run['processes']} processes"
@@ -265,7 +266,7 @@ def markdown(card):
     if card["curves"]:
         lines += ["", "## Curves", "", f"![loss and HellaSwag curves]({card['curves']})"]
     if card["samples"]:
-        lines += ["", "## Samples (stages/samples.txt)", "", *[f"- {s}" for s in card["samples"]]]
+        lines += ["", "## Samples (stages/samples.txt)", "", "```", *card["samples"], "```"]
     return "\n".join(lines) + "\n"
 
 

@@ -93,7 +93,7 @@ class Reproduction:
         if stage == "data":
             return (manifest := read_manifest(self.data)) is not None and manifest["complete"]
         if stage == "verify":  # the shards as they are now: a manifest written since was not verified
-            return record.get("done") == report_card.manifest_sha256(self.data)
+            return record.get("done") not in (None, False) and record["done"] == report_card.manifest_sha256(self.data)
         if stage == "train":
             return self.final.exists()
         if stage == "export":
@@ -112,14 +112,16 @@ class Reproduction:
 
     def check_same_command(self):
         """A rerun continues only the reproduction of the same flags (--price aside): stages done with other flags
-        would not be this one's."""
-        command = {"train_gpt2": self.argv, "nproc": self.ours.nproc, "files": list(map(str, self.ours.files or []))}
+        would not be this one's. Until a stage has finished, a command with other flags replaces the one before."""
+        command = {"train_gpt2.py": self.argv, "nproc": self.ours.nproc, "files": list(map(str, self.ours.files or []))}
         command |= {"shard_size": self.ours.shard_size, "export": str(self.export)}
         path = self.stages_dir / "command.json"
         before = json.loads(path.read_text()) if path.exists() else command
-        if differ := [k for k in command if command[k] != before.get(k)]:
+        differ = [k for k in command if command[k] != before.get(k)]
+        if differ and any(self.finished(stage) for stage in STAGES):  # before that, a new command replaces a failed one
             raise UserError(
-                f"{self.stages_dir} is a reproduction with other flags ({', '.join(differ)} differ; it ran "
+                f"{self.stages_dir} is a reproduction with other flags "
+                f"({', '.join(map(flag_name, differ))} differ; it ran "
                 f"{shlex.join(before['argv'])}): rerun that, or choose another --log-dir"
             )
         command["argv"] = ["python", *sys.argv]
@@ -139,6 +141,8 @@ class Reproduction:
                 if self.stopped:
                     return self.interrupted(stage)
                 if self.finished(stage):
+                    if not self.record(stage).get("done"):  # finished before reproduce.py ran it (fineweb.py by hand)
+                        self.save_record(stage, self.record(stage) | {"done": self.result_of(stage)})
                     print(f"== {number}/{len(STAGES)} {stage}: done", flush=True)
                     continue
                 if (argv := self.command(stage)) is None:
@@ -216,6 +220,10 @@ class Reproduction:
                 f"reproduce.py: stopped in stage {stage} ({name}): rerun the same command to continue", file=sys.stderr
             )
         return 128 + self.stopped
+
+
+def flag_name(key):
+    return f"{key}'s flags" if key.endswith(".py") else f"--{key.replace('_', '-')}"
 
 
 def tee(pipe, log):

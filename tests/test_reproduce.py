@@ -169,3 +169,113 @@ def test_killed_at_every_stage_boundary_and_stopped_by_ctrl_c_the_rerun_gives_th
     assert re.findall(r"^== \d/8 (\w+): done$", finished.stdout, re.M) == STAGES[:-1]
     card = json.loads((folder / "log" / "report.json").read_text())
     assert without_timings(card) == without_timings(straight[2])
+
+
+def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_goes_on(tmp_path):
+    wrong = [*COMMAND, "--max-steps", "2"]
+    wrong[wrong.index(str(ROOT / "input.txt"))] = "no-such.txt"
+    failed = subprocess.run(wrong, cwd=folder_for(tmp_path), env=ENV, capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 1 and "Traceback" not in failed.stdout + failed.stderr
+    assert failed.stderr == (
+        "reproduce.py: error: stage data failed (exit status 1; its output: log/stages/data.txt): "
+        "put right what it says, then rerun the same command\n"
+    )
+    assert "no-such.txt" in (tmp_path / "log" / "stages" / "data.txt").read_text()  # fineweb.py's own error
+    card = json.loads((tmp_path / "log" / "report.json").read_text())
+    assert not any(stage["done"] for stage in card["stages"].values())
+    # nothing finished yet: the corrected command replaces the wrong one (here failing at preflight: 1,000 tokens a
+    # step do not split into 2 processes' micro-batches of 8 x 64), and once a stage is done, it is the command
+    corrected = [*COMMAND, "--max-steps", "2", "--total-batch", "1000"]
+    stopped = subprocess.run(corrected, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    assert stopped.returncode == 1 and "stage preflight failed" in stopped.stderr
+    assert re.findall(r"^== \d/8 (\w+): done", stopped.stdout, re.M) == ["data", "verify"]
+    other = subprocess.run([*COMMAND, "--max-steps", "3"], cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    assert other.returncode == 1 and other.stdout == ""
+    assert other.stderr.startswith(
+        "reproduce.py: error: log/stages is a reproduction with other flags (train_gpt2.py's flags differ; it ran "
+    )
+    assert other.stderr.endswith("--max-steps 2 --total-batch 1000): rerun that, or choose another --log-dir\n")
+
+
+def test_resume_is_ours_and_one_reproduction_holds_a_folder(tmp_path):
+    from common import lock_folder
+
+    resumed = subprocess.run([*COMMAND, "--resume"], cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    assert resumed.returncode == 1 and resumed.stderr == (
+        "reproduce.py: error: --resume: reproduce.py resumes by itself: rerun the same command without it\n"
+    )
+    (tmp_path / "log" / "stages").mkdir(parents=True)
+    held = lock_folder(tmp_path / "log" / "stages")
+    busy = subprocess.run(COMMAND, cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    held.close()
+    assert busy.returncode == 1 and busy.stderr == (
+        f"reproduce.py: error: log/stages is in use by another process (pid {os.getpid()}): "
+        "wait for it, or choose another folder\n"
+    )
+
+
+def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, capsys):
+    log, stages, shards = tmp_path / "log", tmp_path / "log" / "stages", tmp_path / "shards"
+    stages.mkdir(parents=True)
+    shards.mkdir()
+    shard = {"documents": 1, "sha256": "0" * 64, "resume_at": {"document": 0, "token": 0}}
+    manifest = {"settings": {"dataset": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT"}, "complete": True}
+    manifest |= {"tokens": 300, "shards": [shard | {"file": "e_val_000000.npy", "tokens": 100}]}
+    manifest["shards"] += [shard | {"file": f"e_train_00000{i}.npy", "tokens": 100} for i in (1, 2)]
+    (shards / "manifest.json").write_text(json.dumps(manifest))
+    argv = ["--data", str(shards), "--log-dir", str(log), "--max-steps", "3", "--total-batch", "1024"]
+    (stages / "command.json").write_text(json.dumps({"train_gpt2.py": argv, "nproc": 8, "argv": ["python", "x.py"]}))
+    (log / "log.txt").write_text(
+        "# run 0123456789ab\n"
+        + "".join(f"{s} train {4 - s}\n{s} tok_s {1000 * (s + 1)}\n{s} mfu {40 + s}\n" for s in range(3))
+        + "3 val 3.2500\n3 hella 0.3100\n"
+    )
+    (stages / "train.json").write_text(json.dumps({"seconds": 3600, "done": True}))
+    (stages / "hellaswag.txt").write_text(
+        "== old attempt\nacc_norm 0.1\n== 2026 cmd\n10042 examples\nacc 0.2900\nacc_norm 0.3012\n"
+    )
+    (stages / "samples.txt").write_text("== 2026 cmd\nsample 0: 'Hello'\nsample 1: 'world'\n")
+    gpus = {"gpus": "8 x NVIDIA H100", "gpu_count": 8, "torch": "2.x", "cuda": "12.8", "driver": "570"}
+    monkeypatch.setattr(report_card, "environment", lambda: gpus | {"python": "3.11", "commit": None, "clean": None})
+    assert report_card.main([str(log), "--price", "2.5"]) == 0
+    assert capsys.readouterr().out == f"{log / 'report.md'}\n"
+    card = json.loads((log / "report.json").read_text())
+    assert card["results"]["val_loss"] == {
+        "value": 3.25,
+        "step": 3,
+        "comparable": True,
+        "targets": [[3.2924, "OpenAI's GPT-2 124M on FineWeb-Edu's val shard (the lecture's figure)"]],
+    }
+    assert card["results"]["hellaswag"] | {"targets": None} == {  # the last attempt's
+        "acc_norm": 0.3012,
+        "acc": 0.29,
+        "examples": 10042,
+        "targets": None,
+    }
+    assert card["run"] == {
+        "steps": 3,
+        "max_steps": 3,
+        "tokens": 3072,
+        "processes": 8,
+        "seconds": 3600,
+        "tok_s": 2000,
+        "mfu": 41,
+        "gpu_hours": 8.0,
+        "price_per_gpu_hour": 2.5,
+        "cost": 20.0,
+    }
+    assert (card["data"]["shards"], card["data"]["train_tokens"], card["data"]["val_tokens"]) == (3, 200, 100)
+    assert card["samples"] == ["'Hello'", "'world'"] and card["curves"] is None
+    report = (log / "report.md").read_text()
+    assert "| validation loss, step 3 | 3.2500 | 3.2924: OpenAI's GPT-2 124M on FineWeb-Edu's val shard" in report
+    assert "| HellaSwag acc_norm, 10,042 examples | 0.3012 | 0.2955: " in report and "0.337: GPT-3 124M" in report
+    assert "- 8.00 GPU-hours, $20.00 at $2.5/GPU-hour" in report and "MFU 41.0%" in report
+    assert "not comparable" not in report and "- code: not a git checkout" in report
+
+
+def test_a_report_card_of_a_folder_reproduce_py_never_ran_in_is_refused(tmp_path, capsys):
+    assert report_card.main([str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"report_card.py: error: {tmp_path}/stages/command.json: not found: "
+        f"{tmp_path} is not a folder reproduce.py ran in\n"
+    )
