@@ -207,18 +207,20 @@ def markdown(card):
         "",
         "## Results",
         "",
-        "| | this run | target | from |",
-        "|---|---|---|---|",
+        "| | this run | target | the target's source | this run's figure from |",
+        "|---|---|---|---|---|",
     ]
     if val["value"] is not None:
-        note = "" if val["comparable"] else " (not comparable: this run did not validate on FineWeb-Edu)"
-        row = f"| validation loss, step {val['step']:,} | {val['value']:.4f} | {targets(val['targets'])}{note}"
-        lines.append(f"{row} | log.txt |")
+        lines += rows(f"validation loss, step {val['step']:,}", f"{val['value']:.4f}", val["targets"], "log.txt")
     if hella["acc_norm"] is not None:
-        lines.append(
-            f"| HellaSwag acc_norm, {hella['examples']:,} examples | {hella['acc_norm']:.4f} | "
-            f"{targets(hella['targets'])} | stages/hellaswag.txt |"
-        )
+        figure, source = f"{hella['acc_norm']:.4f}", "stages/hellaswag.txt"
+        lines += rows(f"HellaSwag acc_norm, {hella['examples']:,} examples", figure, hella["targets"], source)
+    if val["value"] is not None and not val["comparable"]:
+        lines += [
+            "",
+            f"This run validated on {data.get('folder') or data.get('file')}, not FineWeb-Edu: its loss is "
+            "not comparable with GPT-2's.",
+        ]
     lines += ["", "## Stages", "", "| stage | | wall time |", "|---|---|---|"]
     for stage, t in card["stages"].items():
         lines.append(f"| {stage} | {'done' if t['done'] else 'not done'} | {duration(t['seconds'])} |")
@@ -270,8 +272,12 @@ def markdown(card):
     return "\n".join(lines) + "\n"
 
 
-def targets(pairs):
-    return "; ".join(f"{value}: {source}" for value, source in pairs)
+def rows(what, figure, targets, source):
+    """A result's table rows: the first with the figure, one for each further target."""
+    return [
+        f"| {what} | {figure} | {value} | {target} | {source} |" if i == 0 else f"| | | {value} | {target} | |"
+        for i, (value, target) in enumerate(targets)
+    ]
 
 
 def write(log_dir, price=None):

@@ -177,7 +177,8 @@ class Reproduction:
         after = f"; after it: {', '.join(left)}" if left else ""
         estimate = report_card.preflight_estimate(self.stages_dir) if stage == "train" else None
         print(f"== {number}/{len(STAGES)} {stage}: {shlex.join(argv)}", flush=True)
-        print(f"   {estimate and f'eta {estimate} (preflight measured it)' or 'started'}{after}", flush=True)
+        eta = f"eta {estimate} of training (preflight measured it; evaluation not counted)" if estimate else "started"
+        print(f"   {eta}{after}", flush=True)
 
     def attempt(self, stage, argv):
         """Run the stage's command once, its output to the terminal and to NAME.txt; its exit status. The time is

@@ -267,8 +267,9 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, cap
     assert (card["data"]["shards"], card["data"]["train_tokens"], card["data"]["val_tokens"]) == (3, 200, 100)
     assert card["samples"] == ["'Hello'", "'world'"] and card["curves"] is None
     report = (log / "report.md").read_text()
-    assert "| validation loss, step 3 | 3.2500 | 3.2924: OpenAI's GPT-2 124M on FineWeb-Edu's val shard" in report
-    assert "| HellaSwag acc_norm, 10,042 examples | 0.3012 | 0.2955: " in report and "0.337: GPT-3 124M" in report
+    assert "| validation loss, step 3 | 3.2500 | 3.2924 | OpenAI's GPT-2 124M on FineWeb-Edu's val shard" in report
+    assert "| HellaSwag acc_norm, 10,042 examples | 0.3012 | 0.2955 | OpenAI's GPT-2 124M, as " in report
+    assert "| | | 0.337 | GPT-3 124M (the GPT-3 paper, Brown et al. 2020) | |" in report
     assert "- 8.00 GPU-hours, $20.00 at $2.5/GPU-hour" in report and "MFU 41.0%" in report
     assert "not comparable" not in report and "- code: not a git checkout" in report
 
