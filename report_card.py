@@ -19,11 +19,13 @@ from pathlib import Path
 
 import train_gpt2
 from common import ArgumentParser, UserError, positive_float, run_cli, sha256_file, write_atomically
-from fineweb import FINEWEB
 from manifest import read_manifest
 from meters import duration
 from plot_log import GPT2_124M_HELLASWAG, GPT2_124M_VAL_LOSS, GPT3_124M_HELLASWAG, read_series
 
+# fineweb.py's default dataset, where GPT-2's validation loss was measured (not imported: importing fineweb.py loads the
+# tokenizer, which a report does not need)
+FINEWEB_EDU = "HuggingFaceFW/fineweb-edu"
 TARGETS = {
     "val_loss": [(GPT2_124M_VAL_LOSS, "OpenAI's GPT-2 124M on FineWeb-Edu's val shard (the lecture's figure)")],
     "hellaswag": [
@@ -46,7 +48,7 @@ def manifest_sha256(data):
 
 def is_fineweb_edu(data):
     manifest = read_manifest(Path(data)) if Path(data).is_dir() else None
-    return bool(manifest) and manifest["settings"].get("dataset") == FINEWEB  # where GPT-2's val loss was measured
+    return bool(manifest) and manifest["settings"].get("dataset") == FINEWEB_EDU
 
 
 def last_attempt(stages, stage):
