@@ -79,7 +79,8 @@ class Reproduction:
             return [*torchrun, script["train_gpt2"], *self.argv, *resume]
         if stage == "hellaswag":
             data = ["--data", self.args.hellaswag_data] if self.args.hellaswag_data else []
-            return [py, script["hellaswag"], "--checkpoint", str(self.final), *data, *device]
+            limit = ["--limit", str(self.ours.hellaswag_limit)] if self.ours.hellaswag_limit else []
+            return [py, script["hellaswag"], "--checkpoint", str(self.final), *data, *limit, *device]
         if stage == "samples":
             return [py, script["sample"], str(self.final), *device]
         if stage == "curves":
@@ -113,8 +114,9 @@ class Reproduction:
     def check_same_command(self):
         """A rerun continues only the reproduction of the same flags (--price aside): stages done with other flags
         would not be this one's. Until a stage has finished, a command with other flags replaces the one before."""
-        command = {"train_gpt2.py": self.argv, "nproc": self.ours.nproc, "files": list(map(str, self.ours.files or []))}
-        command |= {"shard_size": self.ours.shard_size, "export": str(self.export)}
+        ours = {k: v for k, v in vars(self.ours).items() if k != "price"}
+        command = {"train_gpt2.py": self.argv} | ours | {"files": list(map(str, ours["files"] or []))}
+        command["export"] = str(self.export)
         path = self.stages_dir / "command.json"
         before = json.loads(path.read_text()) if path.exists() else command
         differ = [k for k in command if command[k] != before.get(k)]
@@ -262,6 +264,9 @@ def parse_args(argv):
     p.add_argument("--shard-size", type=count, metavar="N", help="fineweb.py's --shard-size (default: its own, 1e8)")
     p.add_argument("--price", type=positive_float, metavar="USD", help="per GPU-hour: the report card adds the cost")
     p.add_argument("--export", metavar="DIR", help="export_hf.py's folder (default: --log-dir/hf)")
+    p.add_argument(
+        "--hellaswag-limit", type=count, metavar="N", help="score the first N examples only (a rehearsal; default: all)"
+    )
     ours, rest = p.parse_known_args(argv)
     if ours.nproc is None:
         import torch
