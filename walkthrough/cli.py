@@ -36,6 +36,8 @@ SERIES_FILES = (
     "preflight.py",
     "sample.py",
     "export_hf.py",
+    "report_card.py",
+    "reproduce.py",
     "input.txt",
 )
 
