@@ -55,6 +55,7 @@ class Reproduction:
         self.python = sys.executable
         self.stopped = None  # the signal that asked us to stop
         self.stage = self.child = None  # the stage running, and its process
+        self.passed_on = 0  # the signals passed on to it
 
     # ---- each stage: its command (None: nothing to do), and whether its result is on disk
 
@@ -94,7 +95,7 @@ class Reproduction:
         if stage == "data":
             return (manifest := read_manifest(self.data)) is not None and manifest["complete"]
         if stage == "verify":  # the shards as they are now: a manifest written since was not verified
-            return record.get("done") not in (None, False) and record["done"] == report_card.manifest_sha256(self.data)
+            return (verified := report_card.manifest_sha256(self.data)) is not None and record.get("done") == verified
         if stage == "train":
             return self.final.exists()
         if stage == "export":
@@ -137,11 +138,12 @@ class Reproduction:
         self._lock = lock_folder(self.stages_dir)  # one reproduction at a time in a folder (train_gpt2.py's is its own)
         self.check_same_command()
         for signum in STOP_SIGNALS:
-            signal.signal(signum, self.stop)
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP, a background job's Ctrl-C: ignored
+                signal.signal(signum, self.stop)
         try:
             for number, stage in enumerate(STAGES, 1):
                 if self.stopped:
-                    return self.interrupted(stage)
+                    return self.interrupted(f"before stage {stage}")
                 if self.finished(stage):
                     if not self.record(stage).get("done"):  # finished before reproduce.py ran it (fineweb.py by hand)
                         self.save_record(stage, self.record(stage) | {"done": self.result_of(stage)})
@@ -159,7 +161,7 @@ class Reproduction:
                         flush=True,
                     )
                 elif self.stopped:
-                    return self.interrupted(stage)
+                    return self.interrupted(f"in stage {stage}")
                 else:
                     raise UserError(
                         f"stage {stage} failed (exit status {code}; its output: {self.stages_dir / stage}.txt): "
@@ -200,6 +202,8 @@ class Reproduction:
                     argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 ),
             )
+            if self.stopped and not self.passed_on:  # it came as the stage started, before there was a process
+                self.stop(self.stopped, None)
             tee(self.child.stdout, log)
             code = self.child.wait()
             self.child = None
@@ -215,13 +219,12 @@ class Reproduction:
         if self.child:
             for pid in (self.stage == "train" and workers(self.child.pid)) or [self.child.pid]:
                 os.kill(pid, signum)
+            self.passed_on += 1
 
-    def interrupted(self, stage):
+    def interrupted(self, where):
         name = signal.Signals(self.stopped).name
         with contextlib.suppress(OSError):  # a terminal that hung up fails every write
-            print(
-                f"reproduce.py: stopped in stage {stage} ({name}): rerun the same command to continue", file=sys.stderr
-            )
+            print(f"reproduce.py: stopped {where} ({name}): rerun the same command to continue", file=sys.stderr)
         return 128 + self.stopped
 
 
@@ -256,6 +259,7 @@ def parse_args(argv):
     p = ArgumentParser(
         prog="reproduce.py",
         description="The reproduction in one resumable command; every other flag is train_gpt2.py's.",
+        allow_abbrev=False,  # a train_gpt2.py flag is never read as an abbreviation of one of ours
     )
     p.add_argument("--nproc", type=count, help="processes for torchrun (default: the GPUs torch sees, or 1)")
     p.add_argument(
