@@ -7,7 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p.stem for p in ROOT.glob("*.py"))
-BUILT_ON_TRAIN = {"hellaswag", "preflight", "sample", "export_hf", "reproduce", "report_card"}  # the trainer's code, flags
+# the scripts that use the trainer's own code, or read its flags
+BUILT_ON_TRAIN = {"hellaswag", "preflight", "sample", "export_hf", "reproduce", "report_card"}
 
 
 def imports(name):
