@@ -129,11 +129,13 @@ def stage_times(stages):
     return times
 
 
-def run_summary(args, series, times, nproc, gpu, price):
+def run_summary(args, series, times, nproc, gpus, price):
+    """The run's steps, tokens and speed, and its GPU time: the run's (its processes' GPUs while it trained) and the
+    day's (the node's GPUs through every stage, what a rental charges for), with the day's cost at price."""
     steps = max((step for step, _ in series.get("train", [])), default=-1) + 1
-    seconds = times["train"]["seconds"]
-    gpu_hours = seconds * nproc / 3600 if gpu else None
+    seconds, day = times["train"]["seconds"], sum(t["seconds"] for t in times.values())
     median = {k: statistics.median(v for _, v in series[k]) if series.get(k) else None for k in ("tok_s", "mfu")}
+    day_gpu_hours = day * gpus / 3600 if gpus else None
     return {
         "steps": steps,
         "max_steps": args.max_steps,
@@ -142,9 +144,10 @@ def run_summary(args, series, times, nproc, gpu, price):
         "seconds": seconds,
         "tok_s": median["tok_s"],
         "mfu": median["mfu"],
-        "gpu_hours": gpu_hours,
+        "gpu_hours": seconds * nproc / 3600 if gpus else None,
+        "day_gpu_hours": day_gpu_hours,
         "price_per_gpu_hour": price,
-        "cost": gpu_hours * price if gpu_hours is not None and price else None,
+        "cost": day_gpu_hours * price if day_gpu_hours is not None and price else None,
     }
 
 
@@ -182,14 +185,14 @@ def collect(log_dir, price=None):
     env, data = environment(), Path(args.data)
     series = read_series(log_dir / "log.txt") if (log_dir / "log.txt").exists() else {}
     times = stage_times(stages)
-    gpu = env["gpu_count"] > 0 and args.device != "cpu"
+    gpus = env["gpu_count"] if args.device != "cpu" else 0
     return {
         "command": shlex.join(command["argv"]),
         "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "environment": env,
         "data": data_summary(data),
         "stages": times,
-        "run": run_summary(args, series, times, command["nproc"], gpu, price),
+        "run": run_summary(args, series, times, command["nproc"], gpus, price),
         "results": results(series, stages, is_fineweb_edu(data)),
         "curves": "curves.png" if times["curves"]["done"] and (log_dir / "curves.png").exists() else None,
         "samples": samples(stages),
@@ -237,12 +240,12 @@ def markdown(card):
     if run["gpu_hours"] is None:
         lines.append("- GPU-hours: none (the run used no GPU)")
     else:
-        cost = (
-            f", ${run['cost']:,.2f} at ${run['price_per_gpu_hour']}/GPU-hour"
-            if run["cost"]
-            else " (--price for the cost)"
+        lines.append(
+            f"- {run['gpu_hours']:.2f} GPU-hours of training; {run['day_gpu_hours']:.2f} for the whole day "
+            "(every stage, every GPU of the node)"
         )
-        lines.append(f"- {run['gpu_hours']:.2f} GPU-hours{cost}")
+        price = run["price_per_gpu_hour"]
+        lines.append(f"- cost: ${run['cost']:,.2f} at ${price}/GPU-hour" if price else "- cost: pass --price")
     lines += ["", "## Environment", ""]
     tree = (
         "not a git checkout"

@@ -48,8 +48,16 @@ def series_history(tmp_path_factory) -> Path:
 
 
 # The files that take longest, started first: with pytest-xdist, a long file started last would leave one process
-# working alone at the end while the others wait. The steps' Try-its (short, each a test) come last, filling the gaps.
-LONGEST_FIRST = ["test_train.py", "test_errors.py", "test_exercises.py", "test_walkthrough_app.py", "test_hellaswag.py"]
+# working alone at the end while the others wait. The steps' Try-its (short, each a test) come last, filling the gaps:
+# the later steps' first, as they run longer (whole training runs, torchrun), the short ones of Part 0 at the very end.
+LONGEST_FIRST = [
+    "test_train.py",
+    "test_reproduce.py",
+    "test_errors.py",
+    "test_exercises.py",
+    "test_walkthrough_app.py",
+    "test_hellaswag.py",
+]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the tests' ids
@@ -62,7 +70,10 @@ def pytest_collection_modifyitems(items):
 
     def order(item):
         if item.path.name in LONGEST_FIRST:
-            return LONGEST_FIRST.index(item.path.name)
-        return len(LONGEST_FIRST) + (item.get_closest_marker("xdist_group").args[0].startswith("try-it"))
+            return (LONGEST_FIRST.index(item.path.name), 0)
+        group = item.get_closest_marker("xdist_group").args[0]
+        if not group.startswith("try-it-"):
+            return (len(LONGEST_FIRST), 0)
+        return (len(LONGEST_FIRST) + 1, -int(group.removeprefix("try-it-")))  # Part II's long runs first, Part 0's last
 
     items.sort(key=order)

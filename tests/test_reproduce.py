@@ -20,7 +20,7 @@ from report_card import STAGES
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread a process: the comparisons below are exact
 SMALL = "--preset cpu --n-layer 2 --n-head 2 --n-embd 32 --max-steps 4 --val-every 2 --total-batch 1024 --device cpu"
-TIMINGS = ("seconds", "tok_s", "mfu", "gpu_hours", "cost")
+TIMINGS = ("seconds", "tok_s", "mfu", "gpu_hours", "day_gpu_hours", "cost")
 
 
 # run in the folder, with the same relative paths in each: two reproductions' reports can be equal, command included
@@ -231,6 +231,7 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, cap
         + "3 val 3.2500\n3 hella 0.3100\n"
     )
     (stages / "train.json").write_text(json.dumps({"seconds": 3600, "done": True}))
+    (stages / "data.json").write_text(json.dumps({"seconds": 1800, "done": True}))
     (stages / "hellaswag.txt").write_text(
         "== old attempt\nacc_norm 0.1\n== 2026 cmd\n10042 examples\nacc 0.2900\nacc_norm 0.3012\n"
     )
@@ -261,8 +262,9 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, cap
         "tok_s": 2000,
         "mfu": 41,
         "gpu_hours": 8.0,
+        "day_gpu_hours": 12.0,  # the data's half hour too, on all 8 GPUs of the node
         "price_per_gpu_hour": 2.5,
-        "cost": 20.0,
+        "cost": 30.0,
     }
     assert (card["data"]["shards"], card["data"]["train_tokens"], card["data"]["val_tokens"]) == (3, 200, 100)
     assert card["samples"] == ["'Hello'", "'world'"] and card["curves"] is None
@@ -270,7 +272,8 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, cap
     assert "| validation loss, step 3 | 3.2500 | 3.2924 | OpenAI's GPT-2 124M on FineWeb-Edu's val shard" in report
     assert "| HellaSwag acc_norm, 10,042 examples | 0.3012 | 0.2955 | OpenAI's GPT-2 124M, as " in report
     assert "| | | 0.337 | GPT-3 124M (the GPT-3 paper, Brown et al. 2020) | |" in report
-    assert "- 8.00 GPU-hours, $20.00 at $2.5/GPU-hour" in report and "MFU 41.0%" in report
+    assert "- 8.00 GPU-hours of training; 12.00 for the whole day (every stage, every GPU of the node)" in report
+    assert "- cost: $30.00 at $2.5/GPU-hour" in report and "MFU 41.0%" in report
     assert "not comparable" not in report and "- code: not a git checkout" in report
 
 
