@@ -1,9 +1,12 @@
 """reproduce.py, the whole day in one command, and report_card.py, its report: on tiny shakespeare at the CPU preset
-with two gloo processes, uninterrupted, then interrupted at every stage boundary and rerun to the same report."""
+with two gloo processes, uninterrupted, then interrupted at every stage boundary and rerun to the same report; every
+path named like a glob pattern, so the whole CPU path (shards, verify, preflight, training and its resume, HellaSwag,
+samples, curves, export) takes paths as data."""
 
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,30 +26,42 @@ SMALL = "--preset cpu --n-layer 2 --n-head 2 --n-embd 32 --max-steps 4 --val-eve
 TIMINGS = ("seconds", "tok_s", "mfu", "gpu_hours", "day_gpu_hours", "cost")
 
 
-# run in the folder, with the same relative paths in each: two reproductions' reports can be equal, command included
-COMMAND = [sys.executable, str(ROOT / "reproduce.py"), "--nproc", "2", "--files", str(ROOT / "input.txt")]
-COMMAND += [
-    "--shard-size",
-    "50000",
-    *SMALL.split(),
-    "--data",
-    "shards",
-    "--log-dir",
-    "log",
-    "--hellaswag-data",
-    "hellaswag.jsonl",
-]
+# Every reproduction runs in a folder of its own, with the same relative paths, so that two reports can be equal (the
+# command included), on the same corpus, named by its absolute path. Paths are data, never patterns: every name holds
+# `[ ] * ?` or spaces, beside decoys that those names would match as glob patterns.
+CORPUS = "in[1].txt"
+FLAGS = ["--nproc", "2", "--shard-size", "50000", *SMALL.split(), "--data", "sh[1] *", "--log-dir", "run[1] ?"]
+FLAGS += ["--export", "gpt2 [ours]", "--hellaswag-data", "hella[1].jsonl"]
+MADE = ["hella[1].jsonl", "sh1 x", "sh[1] *", "run[1] ?", "gpt2 [ours]"]  # what a folder holds after a reproduction
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """tiny shakespeare as my [1] * ? corpus/in[1].txt, beside a decoy in1.txt."""
+    folder = tmp_path_factory.mktemp("corpus") / "my [1] * ? corpus"
+    folder.mkdir()
+    (folder / CORPUS).write_text((ROOT / "input.txt").read_text())
+    (folder / "in1.txt").write_text("a decoy that in[1].txt would match as a pattern\n")
+    return folder / CORPUS
+
+
+def command(corpus):
+    return [sys.executable, str(ROOT / "reproduce.py"), "--files", str(corpus), *FLAGS]
 
 
 def folder_for(folder):
-    """folder, with the HellaSwag file the command names."""
+    """A folder to reproduce in: its name and the names in it like patterns, with the HellaSwag file the command names,
+    and a decoy that `sh[1] *` would match."""
+    folder = folder / "day [1] *"
+    folder.mkdir()
     examples = synthetic_examples(6)
-    (folder / "hellaswag.jsonl").write_text("".join(json.dumps(e) + "\n" for e in examples))
+    (folder / "hella[1].jsonl").write_text("".join(json.dumps(e) + "\n" for e in examples))
+    (folder / "sh1 x").mkdir()
     return folder
 
 
-def reproduce(folder, **kwargs):
-    return subprocess.run(COMMAND, cwd=folder, env=ENV, capture_output=True, text=True, timeout=600, **kwargs)
+def reproduce(argv, folder, **kwargs):
+    return subprocess.run(argv, cwd=folder, env=ENV, capture_output=True, text=True, timeout=600, **kwargs)
 
 
 def without_timings(card):
@@ -60,29 +75,35 @@ def without_timings(card):
 
 
 @pytest.fixture(scope="module")
-def straight(tmp_path_factory):
+def straight(tmp_path_factory, corpus):
     """An uninterrupted reproduction: (its folder, its first run, report.json)."""
     folder = folder_for(tmp_path_factory.mktemp("straight"))
-    done = reproduce(folder)
+    done = reproduce(command(corpus), folder)
     assert done.returncode == 0, done.stdout + done.stderr
-    return folder, done, json.loads((folder / "log" / "report.json").read_text())
+    return folder, done, json.loads((folder / "run[1] ?" / "report.json").read_text())
 
 
-def test_the_whole_day_runs_every_stage_in_order(straight):
+def test_the_whole_day_runs_every_stage_in_order(straight, corpus):
     folder, done, card = straight
     started = re.findall(r"^== (\d)/8 (\w+): (?!done)", done.stdout, re.M)
     assert started == [(str(i), stage) for i, stage in enumerate(STAGES, 1)]
     assert "Traceback" not in done.stdout + done.stderr
-    assert done.stdout.rstrip().endswith("reproduce.py: done: log/report.md")
+    assert done.stdout.rstrip().endswith("reproduce.py: done: run[1] ?/report.md")
     assert all(stage["done"] for stage in card["stages"].values())
+    log = folder / "run[1] ?"
     for stage in STAGES:  # each stage's output kept
-        assert (folder / "log" / "stages" / f"{stage}.txt").read_text().startswith("== ")
-    assert (folder / "log" / "hf" / "config.json").exists() and (folder / "log" / "curves.png").exists()
+        assert (log / "stages" / f"{stage}.txt").read_text().startswith("== ")
+    assert (folder / "gpt2 [ours]" / "config.json").exists() and (log / "curves.png").exists()
+    # every name was a name: nothing written beside them, the decoys untouched and empty
+    assert sorted(p.name for p in folder.iterdir()) == sorted(MADE)
+    assert sorted(p.name for p in corpus.parent.iterdir()) == ["in1.txt", CORPUS] and not any(
+        (folder / "sh1 x").iterdir()
+    )
 
 
-def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight):
+def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     folder, _, card = straight
-    log = folder / "log"
+    log = folder / "run[1] ?"
     lines = [line.split() for line in (log / "log.txt").read_text().splitlines() if not line.startswith("#")]
     val = [(int(s), float(v)) for s, kind, v in lines if kind == "val"]
     assert card["results"]["val_loss"] | {"targets": None} == {
@@ -99,26 +120,33 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight):
     tok_s = sorted(float(v) for _, kind, v in lines if kind == "tok_s")
     assert card["run"]["tok_s"] == (tok_s[1] + tok_s[2]) / 2  # the median of the 4 steps'
     assert card["run"]["gpu_hours"] is None and card["run"]["mfu"] is None  # a CPU run
-    shards = sorted((folder / "shards").glob("*.npy"))
+    shards = sorted((folder / "sh[1] *").glob("*.npy"))
     assert card["data"]["shards"] == len(shards) == 7
     train = sum(len(np.load(p)) for p in shards if "_train_" in p.name)
     assert (card["data"]["train_tokens"], card["data"]["val_tokens"]) == (train, 50000)
-    assert card["data"]["manifest_sha256"] == report_card.sha256_file(folder / "shards" / "manifest.json")
+    assert card["data"]["manifest_sha256"] == report_card.sha256_file(folder / "sh[1] *" / "manifest.json")
+    assert card["data"]["source"] == {"files": [str(corpus)]}
     samples = re.findall(r"^sample \d: (.*)$", (log / "stages" / "samples.txt").read_text(), re.M)
     assert card["samples"] == samples and len(samples) == 4
     assert card["environment"]["torch"] == torch.__version__ and card["environment"]["gpus"] == "none"
-    assert card["command"].startswith(f"python {ROOT / 'reproduce.py'} --nproc 2 --files {ROOT / 'input.txt'}")
+    assert card["command"] == shlex.join(["python", str(ROOT / "reproduce.py"), "--files", str(corpus), *FLAGS])
     report = (log / "report.md").read_text()
     for figure in (f"{val[-1][1]:.4f}", "3.2924", "0.2955", "0.337", samples[0], card["data"]["manifest_sha256"]):
         assert figure in report
 
 
-def test_a_rerun_of_a_finished_reproduction_redoes_nothing(straight):
+def test_a_rerun_of_a_finished_reproduction_redoes_nothing_and_other_flags_are_refused(straight, corpus):
     folder, _, card = straight
-    again = reproduce(folder)
+    again = reproduce(command(corpus), folder)
     assert again.returncode == 0, again.stderr
     assert re.findall(r"^== \d/8 (\w+): done$", again.stdout, re.M) == STAGES  # each found done, none run
-    assert without_timings(json.loads((folder / "log" / "report.json").read_text())) == without_timings(card)
+    assert without_timings(json.loads((folder / "run[1] ?" / "report.json").read_text())) == without_timings(card)
+    other = reproduce([*command(corpus), "--max-steps", "3"], folder)
+    assert other.returncode == 1 and other.stdout == ""
+    assert other.stderr == (
+        "reproduce.py: error: run[1] ?/stages is a reproduction with other flags (train_gpt2.py's flags differ; it ran "
+        f"{card['command']}): rerun that, or choose another --log-dir\n"
+    )
 
 
 def descendants(pid):
@@ -140,12 +168,12 @@ def kill_everything(proc):
     proc.wait()
 
 
-def test_killed_at_every_stage_boundary_and_stopped_by_ctrl_c_the_rerun_gives_the_same_report(straight, tmp_path):
-    folder = folder_for(tmp_path)
+def test_killed_at_every_stage_boundary_and_stopped_by_ctrl_c_the_rerun_gives_the_same_report(
+    straight, corpus, tmp_path
+):
+    folder, argv = folder_for(tmp_path), command(corpus)
     for stage in STAGES[:-1]:
-        proc = subprocess.Popen(
-            COMMAND, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        proc = subprocess.Popen(argv, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in proc.stdout:
             if re.match(rf"== \d/8 {stage}: done", line):  # said once its record is on disk
                 kill_everything(proc)
@@ -154,7 +182,7 @@ def test_killed_at_every_stage_boundary_and_stopped_by_ctrl_c_the_rerun_gives_th
             pytest.fail(f"{stage} never finished: {proc.wait()}")
         if stage == "preflight":  # then a Ctrl-C in the middle of the run: the workers checkpoint and stop
             proc = subprocess.Popen(
-                COMMAND, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                argv, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
             )
             for line in proc.stdout:
                 if line.startswith("step     1 "):
@@ -164,52 +192,45 @@ def test_killed_at_every_stage_boundary_and_stopped_by_ctrl_c_the_rerun_gives_th
             assert proc.returncode == 130 and "Traceback" not in out + err, out + err
             assert err.endswith("reproduce.py: stopped in stage train (SIGINT): rerun the same command to continue\n")
             assert "stopped at step 2: resume with --resume" in out
-    finished = reproduce(folder)
+    finished = reproduce(argv, folder)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert re.findall(r"^== \d/8 (\w+): done$", finished.stdout, re.M) == STAGES[:-1]
-    card = json.loads((folder / "log" / "report.json").read_text())
+    assert "resumed from step 2" in (folder / "run[1] ?" / "stages" / "train.txt").read_text()
+    card = json.loads((folder / "run[1] ?" / "report.json").read_text())
     assert without_timings(card) == without_timings(straight[2])
 
 
-def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_goes_on(tmp_path):
-    wrong = [*COMMAND, "--max-steps", "2"]
-    wrong[wrong.index(str(ROOT / "input.txt"))] = "no-such.txt"
-    failed = subprocess.run(wrong, cwd=folder_for(tmp_path), env=ENV, capture_output=True, text=True, timeout=300)
+def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_replaces_it(corpus, tmp_path):
+    folder = folder_for(tmp_path)
+    wrong = [*command(corpus.parent / "no-such.txt"), "--max-steps", "2"]
+    failed = reproduce(wrong, folder)
     assert failed.returncode == 1 and "Traceback" not in failed.stdout + failed.stderr
     assert failed.stderr == (
-        "reproduce.py: error: stage data failed (exit status 1; its output: log/stages/data.txt): "
+        "reproduce.py: error: stage data failed (exit status 1; its output: run[1] ?/stages/data.txt): "
         "put right what it says, then rerun the same command\n"
     )
-    assert "no-such.txt" in (tmp_path / "log" / "stages" / "data.txt").read_text()  # fineweb.py's own error
-    card = json.loads((tmp_path / "log" / "report.json").read_text())
+    assert "no-such.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text()  # fineweb.py's own error
+    card = json.loads((folder / "run[1] ?" / "report.json").read_text())
     assert not any(stage["done"] for stage in card["stages"].values())
-    # nothing finished yet: the corrected command replaces the wrong one (here failing at preflight: 1,000 tokens a
-    # step do not split into 2 processes' micro-batches of 8 x 64), and once a stage is done, it is the command
-    corrected = [*COMMAND, "--max-steps", "2", "--total-batch", "1000"]
-    stopped = subprocess.run(corrected, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
-    assert stopped.returncode == 1 and "stage preflight failed" in stopped.stderr
-    assert re.findall(r"^== \d/8 (\w+): done", stopped.stdout, re.M) == ["data", "verify"]
-    other = subprocess.run([*COMMAND, "--max-steps", "3"], cwd=tmp_path, env=ENV, capture_output=True, text=True)
-    assert other.returncode == 1 and other.stdout == ""
-    assert other.stderr.startswith(
-        "reproduce.py: error: log/stages is a reproduction with other flags (train_gpt2.py's flags differ; it ran "
-    )
-    assert other.stderr.endswith("--max-steps 2 --total-batch 1000): rerun that, or choose another --log-dir\n")
+    # nothing finished yet: another command replaces the wrong one (and fails in its own way)
+    other = reproduce([*command(corpus.parent / "none-either.txt"), "--max-steps", "3"], folder)
+    assert other.returncode == 1 and "stage data failed" in other.stderr
+    assert "none-either.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text().rsplit("\n== ", 1)[1]
 
 
-def test_resume_is_ours_and_one_reproduction_holds_a_folder(tmp_path):
+def test_resume_is_ours_and_one_reproduction_holds_a_folder(corpus, tmp_path):
     from common import lock_folder
 
-    resumed = subprocess.run([*COMMAND, "--resume"], cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    resumed = reproduce([*command(corpus), "--resume"], tmp_path)
     assert resumed.returncode == 1 and resumed.stderr == (
         "reproduce.py: error: --resume: reproduce.py resumes by itself: rerun the same command without it\n"
     )
-    (tmp_path / "log" / "stages").mkdir(parents=True)
-    held = lock_folder(tmp_path / "log" / "stages")
-    busy = subprocess.run(COMMAND, cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    (tmp_path / "run[1] ?" / "stages").mkdir(parents=True)
+    held = lock_folder(tmp_path / "run[1] ?" / "stages")
+    busy = reproduce(command(corpus), tmp_path)
     held.close()
     assert busy.returncode == 1 and busy.stderr == (
-        f"reproduce.py: error: log/stages is in use by another process (pid {os.getpid()}): "
+        f"reproduce.py: error: run[1] ?/stages is in use by another process (pid {os.getpid()}): "
         "wait for it, or choose another folder\n"
     )
 
