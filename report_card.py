@@ -1,6 +1,7 @@
 """
 A reproduction's report card: report.md and report.json in its run folder, every figure read from a file of the run
-(log.txt, the stages' records and output in stages/, the shards' manifest.json), each target with its source.
+(log.txt, the stages' records and output in stages/, the shards' manifest.json) or of the machine the run ran on,
+each target with its source.
 
     python report_card.py log                 # the folder reproduce.py ran in (it writes the card after each stage)
     python report_card.py log --price 2.50    # with the cost at $2.50 per GPU-hour
@@ -34,6 +35,7 @@ TARGETS = {
     ],
 }
 # reproduce.py's stages, in order
+HELLASWAG_EXAMPLES = 10042  # the validation set's, which the targets score
 STAGES = ["data", "verify", "preflight", "train", "hellaswag", "samples", "curves", "export"]
 
 
@@ -120,12 +122,16 @@ def data_summary(data):
 
 
 def stage_times(stages):
-    """{stage: {"done": bool, "seconds": float}} from stages/NAME.json."""
+    """{stage: {"done": bool, "seconds": float, "note": why there was nothing to do, or None}} from stages/NAME.json."""
     times = {}
     for stage in STAGES:
         path = stages / f"{stage}.json"
         record = json.loads(path.read_text()) if path.exists() else {}
-        times[stage] = {"done": bool(record.get("done")), "seconds": round(record.get("seconds", 0.0), 1)}
+        times[stage] = {
+            "done": bool(record.get("done")),
+            "seconds": round(record.get("seconds", 0.0), 3),
+            "note": record.get("nothing_to_do"),
+        }
     return times
 
 
@@ -151,7 +157,7 @@ def run_summary(args, series, times, nproc, gpus, price):
     }
 
 
-def results(series, stages, fineweb):
+def results(series, stages, fineweb, hellaswag_data):
     val = series.get("val", [])
     printed = last_attempt(stages, "hellaswag")
     acc = {k: float(m[1]) for k in ("acc", "acc_norm") if (m := re.search(rf"^{k} ([\d.]+)$", printed, re.M))}
@@ -167,6 +173,7 @@ def results(series, stages, fineweb):
             "acc_norm": acc.get("acc_norm"),
             "acc": acc.get("acc"),
             "examples": int(examples[1]) if examples else None,
+            "comparable": bool(examples) and int(examples[1]) == HELLASWAG_EXAMPLES and not hellaswag_data,
             "targets": TARGETS["hellaswag"],
         },
     }
@@ -177,23 +184,26 @@ def samples(stages):
 
 
 def collect(log_dir, price=None):
+    """The card's data. The environment is the run's, as stages/train.json saved it where the run started (this machine
+    as it is now before that); the price is the command's --price unless one is given."""
     stages = log_dir / "stages"
     if not (stages / "command.json").is_file():
         raise UserError(f"{stages / 'command.json'}: not found: {log_dir} is not a folder reproduce.py ran in")
     command = json.loads((stages / "command.json").read_text())
     args = train_gpt2.parse_args(command["train_gpt2.py"])
-    env, data = environment(), Path(args.data)
+    train = json.loads((stages / "train.json").read_text()) if (stages / "train.json").exists() else {}
+    env, data = train.get("environment") or environment(), Path(args.data)
     series = read_series(log_dir / "log.txt") if (log_dir / "log.txt").exists() else {}
     times = stage_times(stages)
     gpus = env["gpu_count"] if args.device != "cpu" else 0
     return {
         "command": shlex.join(command["argv"]),
         "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "environment": env,
+        "environment": env | {"of": "the run" if "environment" in train else "the machine that wrote this card"},
         "data": data_summary(data),
         "stages": times,
-        "run": run_summary(args, series, times, command["nproc"], gpus, price),
-        "results": results(series, stages, is_fineweb_edu(data)),
+        "run": run_summary(args, series, times, command["nproc"], gpus, price or command.get("price")),
+        "results": results(series, stages, is_fineweb_edu(data), args.hellaswag_data),
         "curves": "curves.png" if times["curves"]["done"] and (log_dir / "curves.png").exists() else None,
         "samples": samples(stages),
     }
@@ -226,9 +236,16 @@ def markdown(card):
             f"This run validated on {data.get('folder') or data.get('file')}, not FineWeb-Edu: its loss is "
             "not comparable with GPT-2's.",
         ]
+    if hella["acc_norm"] is not None and not hella["comparable"]:
+        lines += [
+            "",
+            f"HellaSwag scored {hella['examples']:,} examples, not the validation set's {HELLASWAG_EXAMPLES:,}: its "
+            "accuracy is not comparable with the targets'.",
+        ]
     lines += ["", "## Stages", "", "| stage | | wall time |", "|---|---|---|"]
     for stage, t in card["stages"].items():
-        lines.append(f"| {stage} | {'done' if t['done'] else 'not done'} | {duration(t['seconds'])} |")
+        status = f"nothing to do: {t['note']}" if t["note"] else "done" if t["done"] else "not done"
+        lines.append(f"| {stage} | {status} | {duration(t['seconds'])} |")
     lines.append(f"| all | | {duration(sum(t['seconds'] for t in card['stages'].values()))} |")
     lines += ["", "## Run", ""]
     lines.append(
@@ -246,7 +263,7 @@ def markdown(card):
         )
         price = run["price_per_gpu_hour"]
         lines.append(f"- cost: ${run['cost']:,.2f} at ${price}/GPU-hour" if price else "- cost: pass --price")
-    lines += ["", "## Environment", ""]
+    lines += ["", f"## Environment (of {env['of']})", ""]
     tree = (
         "not a git checkout"
         if env["commit"] is None

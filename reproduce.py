@@ -52,7 +52,6 @@ class Reproduction:
         self.data = Path(self.args.data)
         self.final = self.log_dir / f"model_{self.args.max_steps:05d}.pt"  # what a finished run leaves
         self.export = Path(ours.export or self.log_dir / "hf")
-        self.python = sys.executable
         self.stopped = None  # the signal that asked us to stop
         self.stage = self.child = None  # the stage running, and its process
         self.passed_on = 0  # the signals passed on to it
@@ -60,39 +59,38 @@ class Reproduction:
     # ---- each stage: its command (None: nothing to do), and whether its result is on disk
 
     def command(self, stage):
-        py, here = self.python, Path(__file__).resolve().parent
-        script = {name: str(here / f"{name}.py") for name in ("fineweb", "preflight", "train_gpt2", "hellaswag")}
-        script |= {name: str(here / f"{name}.py") for name in ("sample", "plot_log", "export_hf")}
+        """The stage's command line as a person would type it (run by `executable`), or None: nothing to do."""
         device = ["--device", self.args.device]
         if stage in ("data", "verify") and self.data.is_file():
             return None  # a text file is read as it is
         if stage == "data":
             files = ["--files", *map(str, self.ours.files)] if self.ours.files else []
             size = ["--shard-size", str(self.ours.shard_size)] if self.ours.shard_size else []
-            return [py, script["fineweb"], "--out", str(self.data), *files, *size]
+            return ["python", "fineweb.py", "--out", str(self.data), *files, *size]
         if stage == "verify":
-            return [py, script["fineweb"], "--verify", "--out", str(self.data)]
+            return ["python", "fineweb.py", "--verify", "--out", str(self.data)]
         if stage == "preflight":
-            return [py, script["preflight"], "--world-size", str(self.ours.nproc), *self.argv]
+            return ["python", "preflight.py", "--world-size", str(self.ours.nproc), *self.argv]
         if stage == "train":
-            resume = ["--resume"] if (self.log_dir / "log.txt").exists() else []  # a run begun: it continues
-            torchrun = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={self.ours.nproc}"]
-            return [*torchrun, script["train_gpt2"], *self.argv, *resume]
+            return ["torchrun", "--standalone", f"--nproc_per_node={self.ours.nproc}", "train_gpt2.py", *self.argv]
         if stage == "hellaswag":
             data = ["--data", self.args.hellaswag_data] if self.args.hellaswag_data else []
             limit = ["--limit", str(self.ours.hellaswag_limit)] if self.ours.hellaswag_limit else []
-            return [py, script["hellaswag"], "--checkpoint", str(self.final), *data, *limit, *device]
+            return ["python", "hellaswag.py", "--checkpoint", str(self.final), *data, *limit, *device]
         if stage == "samples":
-            return [py, script["sample"], str(self.final), *device]
+            return ["python", "sample.py", str(self.final), *device]
         if stage == "curves":
             fineweb = ["--fineweb"] if report_card.is_fineweb_edu(self.data) else []
-            return [py, script["plot_log"], str(self.log_dir), "--out", str(self.log_dir / "curves.png"), *fineweb]
-        return [py, script["export_hf"], str(self.final), str(self.export)]
+            return ["python", "plot_log.py", str(self.log_dir), "--out", str(self.log_dir / "curves.png"), *fineweb]
+        return ["python", "export_hf.py", str(self.final), str(self.export)]
 
     def finished(self, stage):
-        """Whether the stage's result is on disk: its own files, or the record of a run that ended well."""
-        record = self.record(stage)
-        if stage == "data":
+        """Whether the stage's result is on disk: its own files, or the record of a command that ended well, this same
+        command (other flags: it runs again, and the program it runs decides whether its earlier result still holds)."""
+        record, argv = self.record(stage), self.command(stage)
+        if record.get("argv", argv) != argv:
+            return False
+        if stage == "data":  # whoever made it: fineweb.py by hand too
             return (manifest := read_manifest(self.data)) is not None and manifest["complete"]
         if stage == "verify":  # the shards as they are now: a manifest written since was not verified
             return (verified := report_card.manifest_sha256(self.data)) is not None and record.get("done") == verified
@@ -112,31 +110,19 @@ class Reproduction:
         data = json.dumps(record, indent=1).encode()
         write_atomically(str(self.stages_dir / f"{stage}.json"), lambda f: f.write(data))
 
-    def check_same_command(self):
-        """A rerun continues only the reproduction of the same flags (--price aside): stages done with other flags
-        would not be this one's. Until a stage has finished, a command with other flags replaces the one before."""
-        ours = {k: v for k, v in vars(self.ours).items() if k != "price"}
-        command = {"train_gpt2.py": self.argv} | ours | {"files": list(map(str, ours["files"] or []))}
-        command["export"] = str(self.export)
-        path = self.stages_dir / "command.json"
-        before = json.loads(path.read_text()) if path.exists() else command
-        differ = [k for k in command if command[k] != before.get(k)]
-        if differ and any(self.finished(stage) for stage in STAGES):  # before that, a new command replaces a failed one
-            raise UserError(
-                f"{self.stages_dir} is a reproduction with other flags "
-                f"({', '.join(map(flag_name, differ))} differ; it ran "
-                f"{shlex.join(before['argv'])}): rerun that, or choose another --log-dir"
-            )
-        command["argv"] = ["python", *sys.argv]
+    def save_command(self):
+        """stages/command.json: this command, what report_card.py reads (the latest, where a rerun changed flags)."""
+        ours = vars(self.ours) | {"files": list(map(str, self.ours.files or [])), "export": str(self.export)}
+        command = {"argv": ["python", *sys.argv], "train_gpt2.py": self.argv} | ours
         data = json.dumps(command, indent=1).encode()
-        write_atomically(str(path), lambda f: f.write(data))
+        write_atomically(str(self.stages_dir / "command.json"), lambda f: f.write(data))
 
     # ---- running
 
     def run(self):
         self.stages_dir.mkdir(parents=True, exist_ok=True)
         self._lock = lock_folder(self.stages_dir)  # one reproduction at a time in a folder (train_gpt2.py's is its own)
-        self.check_same_command()
+        self.save_command()
         for signum in STOP_SIGNALS:
             if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP, a background job's Ctrl-C: ignored
                 signal.signal(signum, self.stop)
@@ -144,13 +130,14 @@ class Reproduction:
             for number, stage in enumerate(STAGES, 1):
                 if self.stopped:
                     return self.interrupted(f"before stage {stage}")
+                if (argv := self.command(stage)) is None:
+                    self.save_record(stage, {"done": True, "nothing_to_do": f"{self.data} is a text file"})
+                    print(f"== {number}/{len(STAGES)} {stage}: nothing to do ({self.data} is a text file)", flush=True)
+                    continue
                 if self.finished(stage):
                     if not self.record(stage).get("done"):  # finished before reproduce.py ran it (fineweb.py by hand)
-                        self.save_record(stage, self.record(stage) | {"done": self.result_of(stage)})
+                        self.save_record(stage, self.record(stage) | {"done": self.result_of(stage), "argv": argv})
                     print(f"== {number}/{len(STAGES)} {stage}: done", flush=True)
-                    continue
-                if (argv := self.command(stage)) is None:
-                    print(f"== {number}/{len(STAGES)} {stage}: nothing to do ({self.data} is a text file)", flush=True)
                     continue
                 self.announce(number, stage, argv)
                 code = self.attempt(stage, argv)
@@ -164,12 +151,12 @@ class Reproduction:
                     return self.interrupted(f"in stage {stage}")
                 else:
                     raise UserError(
-                        f"stage {stage} failed (exit status {code}; its output: {self.stages_dir / stage}.txt): "
-                        "put right what it says, then rerun the same command"
+                        f"stage {stage} did not finish (exit status {code}; its output: {self.stages_dir / stage}.txt):"
+                        " put right what it says, then rerun the same command"
                     )
-                report_card.write(self.log_dir, self.ours.price)
+                report_card.write(self.log_dir)
         finally:
-            report_card.write(self.log_dir, self.ours.price)
+            report_card.write(self.log_dir)
         print(f"reproduce.py: done: {self.log_dir / 'report.md'}")
         return 0
 
@@ -180,18 +167,22 @@ class Reproduction:
         left = STAGES[number:]
         after = f"; after it: {', '.join(left)}" if left else ""
         estimate = report_card.preflight_estimate(self.stages_dir) if stage == "train" else None
-        print(f"== {number}/{len(STAGES)} {stage}: {shlex.join(argv)}", flush=True)
-        eta = f"eta {estimate} of training (preflight measured it; evaluation not counted)" if estimate else "started"
+        print(f"== {number}/{len(STAGES)} {stage}: {shlex.join(self.typed(stage, argv))}", flush=True)
+        eta = f"preflight measured the whole run at about {estimate}, evaluation not counted" if estimate else "started"
         print(f"   {eta}{after}", flush=True)
 
     def attempt(self, stage, argv):
         """Run the stage's command once, its output to the terminal and to NAME.txt; its exit status. The time is
-        counted as it goes: a killed attempt's lasted until NAME.txt last grew."""
-        record, output = self.record(stage), self.stages_dir / f"{stage}.txt"
+        counted as it goes: a killed attempt's lasted until NAME.txt last grew. The run's record keeps the machine it
+        ran on, what the report card's GPU-hours count."""
+        record, output = self.record(stage) | {"argv": argv}, self.stages_dir / f"{stage}.txt"
+        record.pop("done", None)  # an earlier attempt's, perhaps of other flags: done again only if this one ends well
         if started := record.pop("started", None):  # an attempt that was killed
             record["seconds"] = record.get("seconds", 0) + max(0.0, output.stat().st_mtime - started)
+        if stage == "train":
+            record["environment"] = report_card.environment()
         self.save_record(stage, record | {"started": time.time()})
-        started = time.time()
+        started, argv = time.time(), executable(self.typed(stage, argv))
         with open_no_link(output, "a") as log:
             log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
             log.flush()
@@ -211,6 +202,12 @@ class Reproduction:
         self.save_record(stage, record)
         return code
 
+    def typed(self, stage, argv):
+        """The stage's command line as it runs now: preflight and the run get --resume once the run has begun (its
+        log.txt is there), so that they check, and continue, the run in the folder."""
+        begun = stage in ("preflight", "train") and (self.log_dir / "log.txt").exists()
+        return [*argv, "--resume"] if begun else argv
+
     def stop(self, signum, frame):
         """Ctrl-C, SIGTERM or a hang-up: passed on to the processes doing the stage's work (torchrun's workers, which
         stop cleanly; torchrun itself ends in a traceback when signalled), and no stage starts after it. The stage runs
@@ -228,8 +225,12 @@ class Reproduction:
         return 128 + self.stopped
 
 
-def flag_name(key):
-    return f"{key}'s flags" if key.endswith(".py") else f"--{key.replace('_', '-')}"
+def executable(argv):
+    """The argument list for a command line: this interpreter, and our scripts by their full path."""
+    here = Path(__file__).resolve().parent
+    if argv[0] == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", *argv[1:3], str(here / argv[3]), *argv[4:]]
+    return [sys.executable, str(here / argv[1]), *argv[2:]]
 
 
 def tee(pipe, log):

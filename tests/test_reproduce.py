@@ -114,7 +114,7 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     }
     hellaswag = (log / "stages" / "hellaswag.txt").read_text()
     assert f"acc_norm {card['results']['hellaswag']['acc_norm']:.4f}" in hellaswag
-    assert card["results"]["hellaswag"]["examples"] == 6
+    assert card["results"]["hellaswag"]["examples"] == 6 and not card["results"]["hellaswag"]["comparable"]
     checkpoint = torch.load(log / "model_00004.pt", weights_only=True, map_location="cpu")
     assert card["run"]["steps"] == checkpoint["step"] == 4 and card["run"]["tokens"] == 4 * 1024
     tok_s = sorted(float(v) for _, kind, v in lines if kind == "tok_s")
@@ -128,24 +128,33 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     assert card["data"]["source"] == {"files": [str(corpus)]}
     samples = re.findall(r"^sample \d: (.*)$", (log / "stages" / "samples.txt").read_text(), re.M)
     assert card["samples"] == samples and len(samples) == 4
-    assert card["environment"]["torch"] == torch.__version__ and card["environment"]["gpus"] == "none"
+    environment = card["environment"]
+    assert (
+        environment["torch"] == torch.__version__ and environment["gpus"] == "none" and environment["of"] == "the run"
+    )
+    assert environment == json.loads((log / "stages" / "train.json").read_text())["environment"] | {"of": "the run"}
     assert card["command"] == shlex.join(["python", str(ROOT / "reproduce.py"), "--files", str(corpus), *FLAGS])
     report = (log / "report.md").read_text()
     for figure in (f"{val[-1][1]:.4f}", "3.2924", "0.2955", "0.337", samples[0], card["data"]["manifest_sha256"]):
         assert figure in report
+    assert "HellaSwag scored 6 examples, not the validation set's 10,042: its accuracy is not comparable" in report
 
 
-def test_a_rerun_of_a_finished_reproduction_redoes_nothing_and_other_flags_are_refused(straight, corpus):
+def test_a_rerun_redoes_nothing_and_one_with_other_flags_redoes_what_they_change(straight, corpus):
     folder, _, card = straight
     again = reproduce(command(corpus), folder)
     assert again.returncode == 0, again.stderr
     assert re.findall(r"^== \d/8 (\w+): done$", again.stdout, re.M) == STAGES  # each found done, none run
     assert without_timings(json.loads((folder / "run[1] ?" / "report.json").read_text())) == without_timings(card)
-    other = reproduce([*command(corpus), "--max-steps", "3"], folder)
-    assert other.returncode == 1 and other.stdout == ""
+    # another total batch: preflight checks it against the run in the folder, which refuses it, and nothing after runs
+    other = reproduce([*command(corpus), "--total-batch", "2048"], folder)
+    assert other.returncode == 1 and "Traceback" not in other.stdout + other.stderr
+    assert re.findall(r"^== \d/8 (\w+): done$", other.stdout, re.M) == ["data", "verify"]
+    assert re.search(r"^== 3/8 preflight: python preflight.py .*--total-batch 2048 --resume$", other.stdout, re.M)
+    assert "was trained with --total-batch 1024 (this run: 2048)" in other.stdout
     assert other.stderr == (
-        "reproduce.py: error: run[1] ?/stages is a reproduction with other flags (train_gpt2.py's flags differ; it ran "
-        f"{card['command']}): rerun that, or choose another --log-dir\n"
+        "reproduce.py: error: stage preflight did not finish (exit status 1; its output: "
+        "run[1] ?/stages/preflight.txt): put right what it says, then rerun the same command\n"
     )
 
 
@@ -206,7 +215,7 @@ def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_re
     failed = reproduce(wrong, folder)
     assert failed.returncode == 1 and "Traceback" not in failed.stdout + failed.stderr
     assert failed.stderr == (
-        "reproduce.py: error: stage data failed (exit status 1; its output: run[1] ?/stages/data.txt): "
+        "reproduce.py: error: stage data did not finish (exit status 1; its output: run[1] ?/stages/data.txt): "
         "put right what it says, then rerun the same command\n"
     )
     assert "no-such.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text()  # fineweb.py's own error
@@ -214,7 +223,7 @@ def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_re
     assert not any(stage["done"] for stage in card["stages"].values())
     # nothing finished yet: another command replaces the wrong one (and fails in its own way)
     other = reproduce([*command(corpus.parent / "none-either.txt"), "--max-steps", "3"], folder)
-    assert other.returncode == 1 and "stage data failed" in other.stderr
+    assert other.returncode == 1 and "stage data did not finish" in other.stderr
     assert "none-either.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text().rsplit("\n== ", 1)[1]
 
 
@@ -235,7 +244,7 @@ def test_resume_is_ours_and_one_reproduction_holds_a_folder(corpus, tmp_path):
     )
 
 
-def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, capsys):
+def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, capsys):
     log, stages, shards = tmp_path / "log", tmp_path / "log" / "stages", tmp_path / "shards"
     stages.mkdir(parents=True)
     shards.mkdir()
@@ -251,14 +260,21 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, cap
         + "".join(f"{s} train {4 - s}\n{s} tok_s {1000 * (s + 1)}\n{s} mfu {40 + s}\n" for s in range(3))
         + "3 val 3.2500\n3 hella 0.3100\n"
     )
-    (stages / "train.json").write_text(json.dumps({"seconds": 3600, "done": True}))
+    gpus = {
+        "gpus": "8 x NVIDIA H100",
+        "gpu_count": 8,
+        "torch": "2.x",
+        "cuda": "12.8",
+        "driver": "570",
+        "python": "3.11",
+    }
+    environment = gpus | {"commit": None, "clean": None}  # the run's, saved as it started
+    (stages / "train.json").write_text(json.dumps({"seconds": 3600, "done": True, "environment": environment}))
     (stages / "data.json").write_text(json.dumps({"seconds": 1800, "done": True}))
     (stages / "hellaswag.txt").write_text(
         "== old attempt\nacc_norm 0.1\n== 2026 cmd\n10042 examples\nacc 0.2900\nacc_norm 0.3012\n"
     )
     (stages / "samples.txt").write_text("== 2026 cmd\nsample 0: 'Hello'\nsample 1: 'world'\n")
-    gpus = {"gpus": "8 x NVIDIA H100", "gpu_count": 8, "torch": "2.x", "cuda": "12.8", "driver": "570"}
-    monkeypatch.setattr(report_card, "environment", lambda: gpus | {"python": "3.11", "commit": None, "clean": None})
     assert report_card.main([str(log), "--price", "2.5"]) == 0
     assert capsys.readouterr().out == f"{log / 'report.md'}\n"
     card = json.loads((log / "report.json").read_text())
@@ -272,6 +288,7 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, cap
         "acc_norm": 0.3012,
         "acc": 0.29,
         "examples": 10042,
+        "comparable": True,
         "targets": None,
     }
     assert card["run"] == {
@@ -295,6 +312,7 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, monkeypatch, cap
     assert "| | | 0.337 | GPT-3 124M (the GPT-3 paper, Brown et al. 2020) | |" in report
     assert "- 8.00 GPU-hours of training; 12.00 for the whole day (every stage, every GPU of the node)" in report
     assert "- cost: $30.00 at $2.5/GPU-hour" in report and "MFU 41.0%" in report
+    assert card["environment"] == environment | {"of": "the run"} and "## Environment (of the run)" in report
     assert "not comparable" not in report and "- code: not a git checkout" in report
 
 
