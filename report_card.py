@@ -107,7 +107,7 @@ def data_summary(data):
         return {"folder": str(data), "manifest": None}
     tokens = {"train": 0, "val": 0}
     for shard in manifest["shards"]:
-        tokens["val" if "_val_" in shard["file"] else "train"] += shard["tokens"]
+        tokens[train_gpt2.SHARD.fullmatch(shard["file"])[1]] += shard["tokens"]  # the split, as the run reads it
     return {
         "folder": str(data),
         "complete": manifest["complete"],

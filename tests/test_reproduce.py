@@ -19,6 +19,7 @@ import torch
 import report_card
 from fixtures import synthetic_examples
 from report_card import STAGES
+from reproduce import workers
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread a process: the comparisons below are exact
@@ -160,11 +161,7 @@ def test_a_rerun_redoes_nothing_and_one_with_other_flags_redoes_what_they_change
 
 def descendants(pid):
     """pid's child processes and theirs (torchrun's workers run in sessions of their own)."""
-    try:
-        children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-    return [p for child in children for p in (child, *descendants(child))]
+    return [p for child in workers(pid) for p in (child, *descendants(child))]
 
 
 def kill_everything(proc):
@@ -224,7 +221,7 @@ def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_re
     # nothing finished yet: another command replaces the wrong one (and fails in its own way)
     other = reproduce([*command(corpus.parent / "none-either.txt"), "--max-steps", "3"], folder)
     assert other.returncode == 1 and "stage data did not finish" in other.stderr
-    assert "none-either.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text().rsplit("\n== ", 1)[1]
+    assert "none-either.txt" in report_card.last_attempt(folder / "run[1] ?" / "stages", "data")
 
 
 def test_resume_is_ours_and_one_reproduction_holds_a_folder(corpus, tmp_path):
@@ -250,8 +247,9 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, capsys):
     shards.mkdir()
     shard = {"documents": 1, "sha256": "0" * 64, "resume_at": {"document": 0, "token": 0}}
     manifest = {"settings": {"dataset": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT"}, "complete": True}
-    manifest |= {"tokens": 300, "shards": [shard | {"file": "e_val_000000.npy", "tokens": 100}]}
-    manifest["shards"] += [shard | {"file": f"e_train_00000{i}.npy", "tokens": 100} for i in (1, 2)]
+    # a prefix that holds _val_ itself: the split is the one before the number, as the run reads it
+    manifest |= {"tokens": 300, "shards": [shard | {"file": "my_val_e_val_000000.npy", "tokens": 100}]}
+    manifest["shards"] += [shard | {"file": f"my_val_e_train_00000{i}.npy", "tokens": 100} for i in (1, 2)]
     (shards / "manifest.json").write_text(json.dumps(manifest))
     argv = ["--data", str(shards), "--log-dir", str(log), "--max-steps", "3", "--total-batch", "1024"]
     (stages / "command.json").write_text(json.dumps({"train_gpt2.py": argv, "nproc": 8, "argv": ["python", "x.py"]}))
