@@ -35,9 +35,9 @@ import numpy as np
 import tiktoken
 from tqdm import tqdm
 
-from common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, sha256_file, write_atomically
-from corpus import BUILDERS, bad_input, check_source, describe, load_corpus, source_fingerprint
-from manifest import read_manifest, shard_problems
+from longrun.common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, sha256_file, write_atomically
+from longrun.corpus import BUILDERS, bad_input, check_source, describe, load_corpus, source_fingerprint
+from longrun.manifest import read_manifest, shard_problems
 
 FINEWEB = "HuggingFaceFW/fineweb-edu"
 

@@ -1,6 +1,6 @@
 """
 Evaluate a GPT-2 on HellaSwag from the command line: OpenAI's weights or one of our checkpoints, scored by
-hellaswag_scoring.py or by lm-eval's own harness (our model registered as an lm-eval model).
+longrun/hellaswag_scoring.py or by lm-eval's own harness (our model registered as an lm-eval model).
 
     python hellaswag.py                                    # OpenAI's gpt2 on the validation set (downloaded once)
     python hellaswag.py --checkpoint log/model_19073.pt    # one of our checkpoints
@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from common import EOT, ArgumentParser, UserError, count, run_cli
-from hellaswag_scoring import (
+from longrun.common import EOT, ArgumentParser, UserError, count, run_cli
+from longrun.hellaswag_scoring import (
     DATA_CACHE_DIR,
     by_length,
     continuation_losses,

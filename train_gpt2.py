@@ -22,12 +22,12 @@ import torch.nn as nn
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import hellaswag_scoring
-from common import EOT, ArgumentParser, UserError, count, fraction, positive_float, random_seed, run_cli, whole
-from manifest import check_shard_folder
-from meters import MFU, TimeLeft
-from run_folder import Console, RunFolder, load_weights, read_checkpoint
-from stopping import StopRequest, leave_process_group, stop_if_not_finite
+from longrun import hellaswag_scoring
+from longrun.common import EOT, ArgumentParser, UserError, count, fraction, positive_float, random_seed, run_cli, whole
+from longrun.manifest import check_shard_folder
+from longrun.meters import MFU, TimeLeft
+from longrun.run_folder import Console, RunFolder, load_weights, read_checkpoint
+from longrun.stopping import StopRequest, leave_process_group, stop_if_not_finite
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- model
@@ -525,7 +525,7 @@ def load_model(pretrained=None, checkpoint=None, config=None):
 
 def accumulate_gradients(model, loader, grad_accum_steps, device, autocast, ddp):
     """One optimization step's micro-steps: each batch's loss backpropagated, the gradients adding up. Returns this
-    rank's mean loss over them. The run's own code, which preflight.py times."""
+    rank's mean loss over them. The run's own code, which tools/preflight.py times."""
     loss_accum = torch.zeros((), device=device)
     for micro_step in range(grad_accum_steps):
         x, y = loader.next_batch()

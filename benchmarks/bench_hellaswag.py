@@ -1,12 +1,12 @@
 """
 HellaSwag scoring speed on CPU, in one run: the lecture's scorer (one example per forward pass, logits at every
-position) against hellaswag_scoring.py's (many examples per forward pass, logits only where an ending token is
+position) against longrun/hellaswag_scoring.py's (many examples per forward pass, logits only where an ending token is
 predicted).
 
     python benchmarks/bench_hellaswag.py                  # a small random model, synthetic HellaSwag-shaped data
     python benchmarks/bench_hellaswag.py --data hellaswag_cache/hellaswag_val.jsonl --examples 200
 
-hellaswag_scoring.py also runs one example per forward pass, to show what batching adds on its own (on a CPU: nothing; a
+Our scorer also runs one example per forward pass, to show what batching adds on its own (on a CPU: nothing; a
 big batch's logits outgrow the caches). All of them must predict the same endings. Each figure is the best of
 --repeats runs, the scorers taking turns, so a busy machine slows them alike.
 (Offline, point tiktoken at its cache first: export TIKTOKEN_CACHE_DIR=../shared/tiktoken)
@@ -22,9 +22,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the product, and the lecture's scorer (the tests' oracle)
 
-import hellaswag_scoring  # noqa: E402
-from common import UserError  # noqa: E402
 from fixtures import synthetic_examples  # noqa: E402
+from longrun import hellaswag_scoring  # noqa: E402
+from longrun.common import UserError  # noqa: E402
 from reference import lecture_predictions  # noqa: E402
 from train_gpt2 import GPT, GPTConfig  # noqa: E402
 

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the product, and the synthetic HellaSwag examples the tests use
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken"))  # offline machines
 
-from common import ArgumentParser, UserError, run_cli  # noqa: E402
+from longrun.common import ArgumentParser, UserError, run_cli  # noqa: E402
 
 PHASES = ("ladder", "final", "resume", "ddp")
 ORDER = ("device", *PHASES, "estimate")  # of the rows
@@ -626,7 +626,7 @@ def phase_final(plan, places, report, work):
 def mfu_row(plan, report, run, tok_s):
     import torch
 
-    from meters import flops_per_token
+    from longrun.meters import flops_per_token
     from train_gpt2 import GPT, GPTConfig
 
     sizes = dict(zip(plan.model[::2], plan.model[1::2]))
@@ -877,7 +877,7 @@ def describe_device(plan):
     info = {"torch": torch.__version__, "cuda": torch.version.cuda}
     if plan.device == "cpu":
         return info | {"name": "cpu", "part": None, "peak_tflops": None, "peak_reason": "a CPU", "count": plan.gpus}
-    from meters import MFU
+    from longrun.meters import MFU
 
     props = torch.cuda.get_device_properties(0)
     tflops, about = MFU.lookup(props.name, props.multi_processor_count)  # the part's dense bf16 peak, as the run's

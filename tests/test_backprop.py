@@ -1,4 +1,4 @@
-"""backprop.py (Part 0's final version) against torch.autograd: every hand-written gradient equals autograd's to
+"""part0/backprop.py (Part 0's final version) against torch.autograd: every hand-written gradient equals autograd's to
 float64 rounding, on the script's own inputs and on shapes of our own; the script's output is deterministic."""
 
 import subprocess
@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import backprop
+from part0 import backprop
 
-ROOT = Path(__file__).resolve().parents[1]  # where micrograd.py and backprop.py live
+ROOT = Path(__file__).resolve().parents[1]  # where part0/micrograd.py and part0/backprop.py live
 
 
 def randn(*shape, seed=0):
@@ -70,7 +70,7 @@ def test_layernorm_and_gelu_on_other_shapes():
 
 
 def run(*flags):
-    return subprocess.run([sys.executable, "backprop.py", *flags], cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "part0/backprop.py", *flags], cwd=ROOT, capture_output=True, text=True)
 
 
 def test_the_script_passes_and_repeats_itself():

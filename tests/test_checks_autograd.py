@@ -32,11 +32,11 @@ REFERENCE_BACKWARD = (
                 source.grad += local * v.grad  # the chain rule; += sums the shares of every use
 """
 )
-OVERWRITE = ("micrograd.py", "source.grad += local * v.grad", "source.grad = local * v.grad")
-TANH_1_MINUS_T = ("micrograd.py", "((self, 1 - t**2),)", "((self, 1 - t),)")
-NOT_REVERSED = ("micrograd.py", "for v in reversed(order):", "for v in order:")
+OVERWRITE = ("part0/micrograd.py", "source.grad += local * v.grad", "source.grad = local * v.grad")
+TANH_1_MINUS_T = ("part0/micrograd.py", "((self, 1 - t**2),)", "((self, 1 - t),)")
+NOT_REVERSED = ("part0/micrograd.py", "for v in reversed(order):", "for v in order:")
 BREADTH_FIRST = (
-    "micrograd.py",
+    "part0/micrograd.py",
     REFERENCE_ORDER,
     """        queue = [self]  # breadth first from the output: nearest Values first
         while queue:
@@ -48,7 +48,7 @@ BREADTH_FIRST = (
 """,
 )
 PUSH_RECURSIVELY = (  # no order at all: each Value passes its gradient on as soon as it gets some
-    "micrograd.py",
+    "part0/micrograd.py",
     REFERENCE_BACKWARD,
     """        self.grad = 1.0
         self._push()
@@ -60,7 +60,7 @@ PUSH_RECURSIVELY = (  # no order at all: each Value passes its gradient on as so
 """,
 )
 KAHN = (  # correct, written differently: Kahn's algorithm, counting each Value's uses instead of a depth-first search
-    "micrograd.py",
+    "part0/micrograd.py",
     REFERENCE_BACKWARD,
     """        uses, stack, seen = {}, [self], {self}
         while stack:
@@ -80,30 +80,34 @@ KAHN = (  # correct, written differently: Kahn's algorithm, counting each Value'
                     ready.append(source)
 """,
 )
-NO_ZERO_GRAD = ("micrograd.py", "p.grad = 0.0  #", "pass  #")
-TANH_IN_LAST_LAYER = ("micrograd.py", "rng, nonlin=i < last)", "rng)")
-BIAS_NOT_LISTED = ("micrograd.py", "return self.w + [self.b]", "return self.w")
-CE_NOT_DIVIDED = ("backprop.py", "return (dlogits * (dloss / N)).view(shape)", "return (dlogits * dloss).view(shape)")
+NO_ZERO_GRAD = ("part0/micrograd.py", "p.grad = 0.0  #", "pass  #")
+TANH_IN_LAST_LAYER = ("part0/micrograd.py", "rng, nonlin=i < last)", "rng)")
+BIAS_NOT_LISTED = ("part0/micrograd.py", "return self.w + [self.b]", "return self.w")
+CE_NOT_DIVIDED = (
+    "part0/backprop.py",
+    "return (dlogits * (dloss / N)).view(shape)",
+    "return (dlogits * dloss).view(shape)",
+)
 CE_NOT_SHIFTED = (
-    "backprop.py",
+    "part0/backprop.py",
     "shifted = logits - logits.max(dim=1, keepdim=True).values  # (N, V)",
     "shifted = logits  # (N, V)",
 )
 CE_LOGSUMEXP = (  # correct, written differently
-    "backprop.py",
+    "part0/backprop.py",
     "    logprobs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()  # (N, V): log softmax\n",
     "    logprobs = logits - torch.logsumexp(logits, dim=1, keepdim=True)\n",
 )
-DWEIGHT_TRANSPOSED = ("backprop.py", "dweight = dout2.T @ x2", "dweight = x2.T @ dout2")
-DBIAS_OVER_BATCH = ("backprop.py", "dbias = dout2.sum(dim=0) if has_bias", "dbias = dout.sum(dim=0) if has_bias")
-DWEIGHT_EINSUM = ("backprop.py", "dweight = dout2.T @ x2", 'dweight = torch.einsum("...o,...i->oi", dout, x)')
+DWEIGHT_TRANSPOSED = ("part0/backprop.py", "dweight = dout2.T @ x2", "dweight = x2.T @ dout2")
+DBIAS_OVER_BATCH = ("part0/backprop.py", "dbias = dout2.sum(dim=0) if has_bias", "dbias = dout.sum(dim=0) if has_bias")
+DWEIGHT_EINSUM = ("part0/backprop.py", "dweight = dout2.T @ x2", 'dweight = torch.einsum("...o,...i->oi", dout, x)')
 LN_NO_MEAN_TERMS = (
-    "backprop.py",
+    "part0/backprop.py",
     "dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True) - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))",
     "dx = rstd * dxhat",
 )
 LN_TEXTBOOK = (  # correct, written differently: through the variance and the mean, one at a time
-    "backprop.py",
+    "part0/backprop.py",
     "    dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True) - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))\n",
     """    xmu = xhat / rstd
     dvar = (dxhat * xmu).sum(dim=-1, keepdim=True) * -0.5 * rstd**3
@@ -112,12 +116,12 @@ LN_TEXTBOOK = (  # correct, written differently: through the variance and the me
 """,
 )
 GELU_EXACT_DERIVATIVE = (
-    "backprop.py",
+    "part0/backprop.py",
     "    return dout * (0.5 * (1 + t) + 0.5 * x * (1 - t**2) * dinner)\n",
     "    cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))\n"
     "    return dout * (cdf + x * torch.exp(-0.5 * x**2) / math.sqrt(2 * math.pi))\n",
 )
-RESIDUAL_PATH_ONLY = ("backprop.py", "return dx + dx_through_mlp, grads", "return dx, grads")
+RESIDUAL_PATH_ONLY = ("part0/backprop.py", "return dx + dx_through_mlp, grads", "return dx, grads")
 
 # name: (the step's tree, the checks to run, the learner's changes, None if they must pass, else words it fails with)
 SCENARIOS = {
@@ -131,7 +135,7 @@ SCENARIOS = {
         "p2",
         ["mlp-by-hand"],
         [NO_ZERO_GRAD],
-        "python micrograd.py --steps 8: the parameters' grads at each backward(): expected all reset to 0 first",
+        "python part0/micrograd.py --steps 8: the parameters' grads at each backward(): expected all reset to 0 first",
     ),
     "tanh in the last layer too": ("p2", ["mlp-by-hand"], [TANH_IN_LAST_LAYER], "output 0 (tanh in every layer but"),
     "a neuron that does not list its bias": ("p2", ["mlp-by-hand"], [BIAS_NOT_LISTED], "expected 53 distinct Values"),

@@ -16,7 +16,7 @@ def test_hellaswag_passes_with_the_loss_written_as_log_softmax(series_history, t
             'losses = F.cross_entropy(logits[mask].float(), targets[mask], reduction="none")',
             "losses = -logits[mask].float().log_softmax(-1).gather(1, targets[mask][:, None])[:, 0]",
         ),
-        file="hellaswag_scoring.py",
+        file="longrun/hellaswag_scoring.py",
     )
     result = verdict(tree, "hellaswag")
     assert result.ok, result.message
@@ -32,7 +32,7 @@ def test_hellaswag_fails_on_the_loss_taken_from_the_contexts_positions(series_hi
             "mask.append([False] * (len(ctx) - 1) + [True] * len(cont) + [False] * len(pad))",
             "mask.append([False] * (len(ctx) - 2) + [True] * len(cont) + [False] * (len(pad) + 1))",
         ),
-        file="hellaswag_scoring.py",
+        file="longrun/hellaswag_scoring.py",
     )
     result = verdict(tree, "hellaswag")
     assert not result.ok
@@ -61,7 +61,7 @@ def test_hellaswag_batch_fails_on_answers_left_in_length_order(series_history, t
         tmp_path / "tree",
         ("predictions = [None] * len(examples)", "predictions = []"),
         ("predictions[i] = (pred, pred_norm)", "predictions.append((pred, pred_norm))"),
-        file="hellaswag_scoring.py",
+        file="longrun/hellaswag_scoring.py",
     )
     result = verdict(tree, "hellaswag-batch")
     assert not result.ok
@@ -135,7 +135,7 @@ def test_results_passes_with_three_decimals_printed(series_history, tmp_path):
         tmp_path / "tree",
         ("{first:g} at step {first_step} -> {last:g}", "{first:.3f} at step {first_step} -> {last:.3f}"),
         ("(OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS})", "(OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS:.3f})"),
-        file="plot_log.py",
+        file="tools/plot_log.py",
     )
     result = verdict(tree, "results")
     assert result.ok, result.message

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import meters
-import preflight
-import run_folder
 import train_gpt2
+from longrun import meters, run_folder
+from tools import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = (

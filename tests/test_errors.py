@@ -1,4 +1,4 @@
-"""Bad input, kills, full disks and two runs at once: train_gpt2.py, hellaswag.py, plot_log.py and common.py.
+"""Bad input, kills, full disks and two runs at once: train_gpt2.py, hellaswag.py, plot_log and common.
 
 A user's mistake is one line on stderr and exit code 1, never a traceback; nothing is lost or left behind;
 nothing hangs.
@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-import common
 import fineweb
-import run_folder
 import train_gpt2
+from longrun import common, run_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = (
@@ -30,8 +29,10 @@ TINY = (
 
 
 def script(name, *args, timeout=120):
+    """`python NAME args` in the project root; a tool (tools/X.py) as users run it, `python -m tools.X`."""
+    command = ["-m", name.removesuffix(".py").replace("/", ".")] if name.startswith("tools/") else [name]
     return subprocess.run(
-        [sys.executable, name, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, *command, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -313,7 +314,7 @@ def test_ctrl_c_before_the_first_step_stops_at_once(tmp_path):
 
 CTRL_C_INSIDE_A_WRITE = """
 import signal, sys, threading, time
-from common import write_atomically
+from longrun.common import write_atomically
 other = threading.Thread(target=threading.Event().wait, daemon=True)  # Ctrl-C not blocked there, as in torch's threads
 other.start()
 def write(f):
@@ -415,12 +416,12 @@ def test_a_full_disk_during_training_is_one_line_and_resumable(tmp_path):
     assert (log_dir / "model_00002.pt").exists()
 
 
-# ---- hellaswag.py and plot_log.py
+# ---- hellaswag.py and tools/plot_log.py
 
 
 def test_hellaswag_context_longer_than_the_model(tmp_path):
     """A 3,000-token context is cut from the left to the model's 1,024 positions, as lm-eval does."""
-    import hellaswag_scoring
+    from longrun import hellaswag_scoring
 
     model = train_gpt2.GPT(train_gpt2.GPTConfig(block_size=64, n_layer=1, n_head=1, n_embd=16)).eval()
     example = {"ctx": "word " * 3000, "endings": ["a", "b c", "d e f", "g"], "label": 0}
@@ -453,7 +454,7 @@ def test_plot_into_a_missing_folder(tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("0 train 10.9\n1 train 9.0\n")
     one_line_error(
-        script("plot_log.py", log, "-o", tmp_path / "no" / "such" / "x.png"),
+        script("tools/plot_log.py", log, "-o", tmp_path / "no" / "such" / "x.png"),
         "plot_log.py: error:",
         "No such file or directory",
     )
@@ -462,7 +463,7 @@ def test_plot_into_a_missing_folder(tmp_path):
 def test_plot_names_the_file_it_writes(tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("0 train 10.9\n1 train 9.0\n")
-    proc = script("plot_log.py", log, "-o", tmp_path / "curves")
+    proc = script("tools/plot_log.py", log, "-o", tmp_path / "curves")
     assert proc.returncode == 0, proc.stderr
     # what the picture shows, then where it went
     assert proc.stdout.splitlines() == ["train: 10.9 at step 0 -> 9 at step 1", f"wrote {tmp_path / 'curves.png'}"]
@@ -508,7 +509,7 @@ def test_hellaswag_checkpoint_with_an_impossible_config(tmp_path, config):
 def test_plot_in_a_format_matplotlib_cannot_write(tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("0 train 10.9\n1 train 9.0\n")
-    one_line_error(script("plot_log.py", log, "-o", tmp_path / "curves.txt"), "cannot write", "curves.txt")
+    one_line_error(script("tools/plot_log.py", log, "-o", tmp_path / "curves.txt"), "cannot write", "curves.txt")
     assert not (tmp_path / "curves.txt").exists()
 
 
@@ -601,7 +602,7 @@ def test_a_checkpoint_with_damaged_tensors_is_refused_wherever_it_is_read(tmp_pa
     path.write_bytes(bytes(data))
     assert torch.load(path, weights_only=True)["model"]  # it loads: only the checksum can tell
     one_line_error(script("train_gpt2.py", *TINY, "--max-steps", "2", "--log-dir", log_dir, "--resume"), "is damaged")
-    one_line_error(script("sample.py", path, "--device", "cpu"), "model_00001.pt is damaged")
+    one_line_error(script("tools/sample.py", path, "--device", "cpu"), "model_00001.pt is damaged")
 
 
 def test_a_log_step_in_other_digits_is_named_not_a_traceback(tmp_path):
@@ -619,7 +620,7 @@ def test_a_log_holding_a_diverged_runs_nan_reads_back(tmp_path):
     assert run_folder.read_log(str(log)) == ("abc", ["0 train 10.5\n", "1 val nan\n", "2 train inf\n"])
 
 
-@pytest.mark.parametrize("name", ["train_gpt2.py", "preflight.py"])
+@pytest.mark.parametrize("name", ["train_gpt2.py", "tools/preflight.py"])
 def test_a_model_too_big_for_memory_is_one_line(name, tmp_path):
     """A width of 2**20: GPT-2's embedding alone would take 196 GiB."""
     flags = [*TINY, "--n-layer", "1", "--n-head", "1", "--n-embd", 2**20, "--max-steps", "1", "--log-dir", tmp_path]
@@ -627,13 +628,13 @@ def test_a_model_too_big_for_memory_is_one_line(name, tmp_path):
     assert f"{name}: error: " in line
 
 
-@pytest.mark.parametrize("name", ["sample.py", "export_hf.py"])
+@pytest.mark.parametrize("name", ["tools/sample.py", "tools/export_hf.py"])
 def test_a_checkpoint_too_big_for_memory_is_one_line(name, tmp_path):
     """A checkpoint whose config asks for a width of 2**20 (its weights left out): building its model fails."""
     config = dict(block_size=1024, vocab_size=50304, n_layer=1, n_head=1, n_embd=2**20)
     path = tmp_path / "big.pt"
     torch.save({"model": {}, "config": config, "sha256": run_folder.tensor_digest({}, None)}, path)
-    args = [path, tmp_path / "out"] if name == "export_hf.py" else [path]
+    args = [path, tmp_path / "out"] if name == "tools/export_hf.py" else [path]
     line = one_line_error(script(name, *args), "out of memory: ", "GiB asked for at once")
     assert f"{name}: error: " in line
 
@@ -641,7 +642,7 @@ def test_a_checkpoint_too_big_for_memory_is_one_line(name, tmp_path):
 def test_preflight_counts_a_trillion_steps_checkpoints_without_listing_them(tmp_path):
     """--max-steps 1e12 --checkpoint-every 1 made a set of 1e12 steps (MemoryError); now the disk check refuses it."""
     flags = [*TINY, "--max-steps", "1e12", "--checkpoint-every", "1", "--log-dir", tmp_path / "log"]
-    proc = script("preflight.py", *flags, timeout=300)
+    proc = script("tools/preflight.py", *flags, timeout=300)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     disk = next(line for line in proc.stdout.splitlines() if line.startswith("disk "))
     assert disk.split()[1] == "FAIL" and "1000000000000 x" in disk, proc.stdout

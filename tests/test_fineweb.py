@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 import tiktoken
 
-import corpus
 import fineweb
+from longrun import corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAKESPEARE = (ROOT / "input.txt").read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from meters import MFU
+from longrun.meters import MFU
 from test_train import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

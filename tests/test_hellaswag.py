@@ -16,11 +16,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn import functional as F
 
-import common
 import hellaswag
-import hellaswag_scoring
-import run_folder
 from fixtures import synthetic_examples
+from longrun import common, hellaswag_scoring, run_folder
 from reference import lecture_losses, lecture_predictions
 from train_gpt2 import GPT, GPTConfig
 

@@ -1,24 +1,41 @@
 """The destination's shape: train_gpt2.py reads top to bottom, and the top-level files import one way."""
 
 import ast
+import importlib.metadata
+import io
+import json
+import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = sorted(p.stem for p in ROOT.glob("*.py"))
+FOLDERS = ("part0", "longrun", "tools")  # Part 0; the modules a long run needs; the tools around the run
+# the project's modules by their dotted names: the root's scripts, and each folder's modules
+SCRIPTS = sorted(
+    ".".join(p.relative_to(ROOT).with_suffix("").parts)
+    for p in [*ROOT.glob("*.py"), *(p for f in FOLDERS for p in (ROOT / f).glob("*.py") if p.stem != "__init__")]
+)
 # the scripts that use the trainer's own code, or read its flags
-BUILT_ON_TRAIN = {"hellaswag", "preflight", "sample", "export_hf", "reproduce", "report_card"}
+BUILT_ON_TRAIN = {
+    "hellaswag",
+    "tools.preflight",
+    "tools.sample",
+    "tools.export_hf",
+    "tools.reproduce",
+    "tools.report_card",
+}
 
 
 def imports(name):
-    """The top-level files that `name`.py imports, anywhere in it (a function's import counts too)."""
+    """The project's modules that `name` imports, anywhere in it (a function's import counts too)."""
     found = set()
-    for node in ast.walk(ast.parse((ROOT / f"{name}.py").read_text())):
+    for node in ast.walk(ast.parse((ROOT / (name.replace(".", "/") + ".py")).read_text())):
         if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
+            found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module.split(".")[0])
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
     return found & set(SCRIPTS)
 
 
@@ -60,3 +77,36 @@ def test_everything_train_calls_is_defined_above_it():
     callers = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in used]
     reached = {n.id for c in callers for n in ast.walk(c) if isinstance(n, ast.Name) and n.id in defined}
     assert sorted(name for name in reached if defined[name] > train.lineno) == []
+
+
+def test_the_root_shows_the_architecture():
+    """The root holds the program, its data and eval, and folders that say what they hold: at most 16 entries."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    top = {path.split("/")[0] for path in tracked}
+    assert {"train_gpt2.py", "fineweb.py", "hellaswag.py", *FOLDERS} <= top and len(top) <= 16, sorted(top)
+    assert sorted(p.name for p in ROOT.glob("*.py")) == ["fineweb.py", "hellaswag.py", "train_gpt2.py"]
+
+
+def test_a_steps_checkout_runs_its_own_modules_beside_an_editable_install(series_history, tmp_path):
+    """The project is installed editable from this tree (the README's `pip install -e`); in a checkout of a Part II
+    step, its scripts import that step's own modules, and the install makes none of them importable elsewhere."""
+    installs = [d.read_text("direct_url.json") for d in importlib.metadata.distributions(name="build-gpt2")]
+    installed = [json.loads(url) for url in installs if url]  # (the source tree's egg-info has none)
+    assert [(i["url"], i["dir_info"].get("editable")) for i in installed] == [(ROOT.as_uri(), True)]
+    step = tmp_path / "step-51"
+    tar = subprocess.run(["git", "archive", "step-51"], cwd=series_history, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(step, filter="data")
+    for module in ("train_gpt2.py", "longrun/common.py", "tools/preflight.py"):  # each says where it was loaded from
+        with open(step / module, "a") as f:
+            f.write("\nprint('loaded', __file__)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for command in (["-m", "tools.preflight", "--help"], ["train_gpt2.py", "--help"]):
+        out = subprocess.run([sys.executable, *command], cwd=step, env=env, capture_output=True, text=True).stdout
+        loaded = sorted(line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("loaded "))
+        assert loaded and all(Path(path).resolve().is_relative_to(step.resolve()) for path in loaded), out
+    code = (
+        "import walkthrough, importlib.util as u; print([u.find_spec(m) for m in ('train_gpt2', 'longrun', 'tools')])"
+    )
+    elsewhere = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert elsewhere.stdout.strip() == "[None, None, None]", elsewhere.stdout + elsewhere.stderr

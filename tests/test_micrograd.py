@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import micrograd
-from micrograd import MLP, Value
+from part0 import micrograd
+from part0.micrograd import MLP, Value
 
-ROOT = Path(__file__).resolve().parents[1]  # where micrograd.py and backprop.py live
+ROOT = Path(__file__).resolve().parents[1]  # where part0/micrograd.py and part0/backprop.py live
 
 
 def both(f, *xs):
@@ -92,7 +92,7 @@ def test_mlp_against_torch():
 
 def losses(*flags):
     done = subprocess.run(
-        [sys.executable, "micrograd.py", *flags], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "part0/micrograd.py", *flags], cwd=ROOT, capture_output=True, text=True, check=True
     )
     return [float(line.split("loss ")[1]) for line in done.stdout.splitlines() if line.startswith("step")]
 
@@ -117,7 +117,7 @@ def test_main_is_deterministic(capsys):
     "flags", [["--steps", "0"], ["--lr", "nan"], ["--lr", "-1"], ["--steps", "x"], ["--bogus"], ["--points", "501"]]
 )
 def test_a_bad_flag_is_one_line(flags):
-    done = subprocess.run([sys.executable, "micrograd.py", *flags], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "part0/micrograd.py", *flags], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 1 and done.stdout == ""
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("micrograd.py: error:"), done.stderr
 

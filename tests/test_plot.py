@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import plot_log
+from tools import plot_log
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -135,7 +135,7 @@ def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
     """--watch started before the run: it waits for the log (it exited at once); SIGTERM ends it with status 0."""
     run_dir = tmp_path / "log" / "cpu"  # not made yet
     watcher = subprocess.Popen(
-        [sys.executable, "plot_log.py", str(run_dir), "--watch", "0.2"],
+        [sys.executable, "-m", "tools.plot_log", str(run_dir), "--watch", "0.2"],
         cwd=Path(__file__).resolve().parents[1],
         stderr=subprocess.PIPE,
         text=True,

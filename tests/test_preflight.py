@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-import common
 import fineweb
-import preflight
 import train_gpt2
+from longrun import common
+from tools import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = (
@@ -54,7 +54,7 @@ def restored():
 
 
 def check(capsys, *flags):
-    """(exit status, {check: (ok or FAIL, its line)}, the last line) of preflight.py with these flags."""
+    """(exit status, {check: (ok or FAIL, its line)}, the last line) of tools/preflight.py with these flags."""
     status = preflight.main([*TINY, *map(str, flags)])
     lines = capsys.readouterr().out.splitlines()
     checks = {line.split()[0]: (line.split()[1], line.split(maxsplit=2)[2]) for line in lines[:-1]}

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import train_gpt2
-from common import UserError
+from longrun.common import UserError
 from test_train import ENV, ROOT, TINY
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]

@@ -16,13 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-import report_card
 from fixtures import synthetic_examples
-from report_card import STAGES
-from reproduce import workers
+from tools import report_card
+from tools.report_card import STAGES
+from tools.reproduce import workers
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread a process: the comparisons below are exact
+# one thread a process: the comparisons below are exact; the project root on the path: the day runs in folders of
+# its own, as `python -m tools.reproduce` from the root would
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 SMALL = "--preset cpu --n-layer 2 --n-head 2 --n-embd 32 --max-steps 4 --val-every 2 --total-batch 1024 --device cpu"
 TIMINGS = ("seconds", "tok_s", "mfu", "gpu_hours", "day_gpu_hours", "cost")
 
@@ -47,7 +49,7 @@ def corpus(tmp_path_factory):
 
 
 def command(corpus):
-    return [sys.executable, str(ROOT / "reproduce.py"), "--files", str(corpus), *FLAGS]
+    return [sys.executable, "-m", "tools.reproduce", "--files", str(corpus), *FLAGS]
 
 
 def folder_for(folder):
@@ -134,7 +136,7 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
         environment["torch"] == torch.__version__ and environment["gpus"] == "none" and environment["of"] == "the run"
     )
     assert environment == json.loads((log / "stages" / "train.json").read_text())["environment"] | {"of": "the run"}
-    assert card["command"] == shlex.join(["python", str(ROOT / "reproduce.py"), "--files", str(corpus), *FLAGS])
+    assert card["command"] == shlex.join(["python", "-m", "tools.reproduce", "--files", str(corpus), *FLAGS])
     report = (log / "report.md").read_text()
     for figure in (f"{val[-1][1]:.4f}", "3.2924", "0.2955", "0.337", samples[0], card["data"]["manifest_sha256"]):
         assert figure in report
@@ -151,7 +153,7 @@ def test_a_rerun_redoes_nothing_and_one_with_other_flags_redoes_what_they_change
     other = reproduce([*command(corpus), "--total-batch", "2048"], folder)
     assert other.returncode == 1 and "Traceback" not in other.stdout + other.stderr
     assert re.findall(r"^== \d/8 (\w+): done$", other.stdout, re.M) == ["data", "verify"]
-    assert re.search(r"^== 3/8 preflight: python preflight.py .*--total-batch 2048 --resume$", other.stdout, re.M)
+    assert re.search(r"^== 3/8 preflight: python -m tools.preflight .*--total-batch 2048 --resume$", other.stdout, re.M)
     assert "was trained with --total-batch 1024 (this run: 2048)" in other.stdout
     assert other.stderr == (
         "reproduce.py: error: stage preflight did not finish (exit status 1; its output: "
@@ -225,11 +227,11 @@ def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_re
 
 
 def test_resume_is_ours_and_one_reproduction_holds_a_folder(corpus, tmp_path):
-    from common import lock_folder
+    from longrun.common import lock_folder
 
     resumed = reproduce([*command(corpus), "--resume"], tmp_path)
     assert resumed.returncode == 1 and resumed.stderr == (
-        "reproduce.py: error: --resume: reproduce.py resumes by itself: rerun the same command without it\n"
+        "reproduce.py: error: --resume: tools/reproduce.py resumes by itself: rerun the same command without it\n"
     )
     (tmp_path / "run[1] ?" / "stages").mkdir(parents=True)
     held = lock_folder(tmp_path / "run[1] ?" / "stages")
@@ -318,5 +320,5 @@ def test_a_report_card_of_a_folder_reproduce_py_never_ran_in_is_refused(tmp_path
     assert report_card.main([str(tmp_path)]) == 1
     assert capsys.readouterr().err == (
         f"report_card.py: error: {tmp_path}/stages/command.json: not found: "
-        f"{tmp_path} is not a folder reproduce.py ran in\n"
+        f"{tmp_path} is not a folder tools/reproduce.py ran in\n"
     )

@@ -12,11 +12,9 @@ import tiktoken
 import tiktoken.load
 import torch
 
-import export_hf
 import hellaswag
-import preflight
-import sample
 from fixtures import synthetic_examples
+from tools import export_hf, preflight, sample
 from train_gpt2 import GPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +43,7 @@ def run_sample(capsys, *argv):
     return rc, out.splitlines(), err.splitlines()
 
 
-# ---- sample.py
+# ---- tools/sample.py
 
 
 def test_sample_prints_what_training_printed(capsys, trained):
@@ -98,7 +96,7 @@ def test_sample_bad_input_is_one_line(capsys, trained, monkeypatch, argv, words)
         assert word in err[0], (word, err[0])
 
 
-# ---- export_hf.py
+# ---- tools/export_hf.py
 
 
 @pytest.fixture(scope="module")

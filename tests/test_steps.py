@@ -73,7 +73,7 @@ def test_three_parts():
         "Part II · " in p.subject for p in PATCHES[first_2:]
     )
     results_step = PATCHES[first_2 - 1]
-    assert "plot_log.py" in results_step.narration, f"Part I must end with the results: {results_step.subject}"
+    assert "tools/plot_log.py" in results_step.narration, f"Part I must end with the results: {results_step.subject}"
 
 
 def test_checkout_every_step(history):

@@ -14,8 +14,8 @@ import pytest
 import tiktoken
 import torch
 
-import meters
 import train_gpt2
+from longrun import meters
 from train_gpt2 import GPT, DataLoaderLite, GPTConfig, get_lr, sample
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -148,7 +148,7 @@ def autograd(tree):
     torch.autograd's float64 gradients: for each operation alone, along a chain, for a Value used twice (its
     gradients add up), for a Value reached by two paths of different lengths (backward goes in reverse topological
     order), and for random expressions."""
-    Value = tree.name("micrograd", "Value")
+    Value = tree.name("part0.micrograd", "Value")
     with tree.expecting("Value(1.5)", "a Value"):
         leaf = Value(1.5)
     expect(leaf.data == 1.5, "Value(1.5).data", 1.5, repr(leaf.data))
@@ -209,7 +209,7 @@ def outputs(out):
 def watched_training(tree, argv):
     """`python micrograd.py argv` run as micrograd.main(argv), watching every backward(): (what it printed, the number
     of backward() calls that found some parameter's grad not reset to 0, and how many such grads the worst held)."""
-    micrograd = tree.module("micrograd")
+    micrograd = tree.module("part0.micrograd")
     MLP, Value = micrograd.MLP, micrograd.Value
     models, stale = [], []
     made, backward = MLP.__init__, Value.backward
@@ -226,10 +226,10 @@ def watched_training(tree, argv):
 
     MLP.__init__, Value.backward = recording_init, checking_backward
     try:
-        done = tree.main(argv, module="micrograd")
+        done = tree.main(argv, module="part0.micrograd")
     finally:
         MLP.__init__, Value.backward = made, backward
-    expect(models, f"python micrograd.py {' '.join(argv)}", "it to train an MLP", "no MLP made")
+    expect(models, f"python part0/micrograd.py {' '.join(argv)}", "it to train an MLP", "no MLP made")
     return done.stdout, stale
 
 
@@ -239,15 +239,15 @@ def watched_training(tree, argv):
     "MLP.__call__(x)",
     "MLP.parameters()",
     "micrograd.main(argv)",
-    "python micrograd.py --steps N",
+    "python part0/micrograd.py --steps N",
 )
 def mlp_by_hand(tree):
     """`MLP(nin, nouts)` is layers of neurons, each computing tanh(w·x + b) (the last layer without the tanh), and
     `parameters()` lists each weight and bias once, layer by layer, neuron by neuron, each neuron's weights then its
     bias: its output and its gradients equal torch's for the same numbers, and a step of gradient descent lowers the
-    loss. `python micrograd.py --steps N` trains one, resetting every gradient to 0 before each backward(), and prints
+    loss. `micrograd.py --steps N` trains one, resetting every gradient to 0 before each backward(), and prints
     a loss that falls."""
-    MLP = tree.name("micrograd", "MLP")
+    MLP = tree.name("part0.micrograd", "MLP")
     sizes, x = [3, 4, 5, 2], [0.3, -0.8, 1.1]
     call = "MLP(3, [4, 5, 2])"
     with tree.expecting(call, "an MLP"):
@@ -284,7 +284,7 @@ def mlp_by_hand(tree):
     expect(lowered < loss.data, "the loss after one step of gradient descent", f"below {loss.data:.6f}", lowered)
 
     argv = ["--steps", "8"]
-    shown = "python micrograd.py --steps 8"
+    shown = "python part0/micrograd.py --steps 8"
     text, stale = watched_training(tree, argv)
     expect(
         not stale,
@@ -299,7 +299,7 @@ def mlp_by_hand(tree):
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# backprop.py: forward and backward functions on tensors, against torch.autograd
+# part0/backprop.py: forward and backward functions on tensors, against torch.autograd
 
 
 def shape(t):
@@ -345,8 +345,8 @@ def check_cross_entropy(tree, gen, B, T, V, scale=1.0):
     import torch
     import torch.nn.functional as F
 
-    forward = tree.name("backprop", "cross_entropy_forward")
-    backward = tree.name("backprop", "cross_entropy_backward")
+    forward = tree.name("part0.backprop", "cross_entropy_forward")
+    backward = tree.name("part0.backprop", "cross_entropy_backward")
     logits, targets = scale * randn(gen, B, T, V), torch.randint(V, (B, T), generator=gen)
     where = f" for logits of {(B, T, V)}" + (f" near {scale:g}" if scale != 1 else "")
     with tree.expecting(f"cross_entropy_forward(logits, targets){where}", "(loss, cache)"):
@@ -367,7 +367,7 @@ def check_cross_entropy(tree, gen, B, T, V, scale=1.0):
 def check_linear(tree, gen, x_shape, n_out, bias=True):
     import torch.nn.functional as F
 
-    forward, backward = tree.name("backprop", "linear_forward"), tree.name("backprop", "linear_backward")
+    forward, backward = tree.name("part0.backprop", "linear_forward"), tree.name("part0.backprop", "linear_backward")
     x, weight = randn(gen, *x_shape), randn(gen, n_out, x_shape[-1])
     b = randn(gen, n_out) if bias else None
     dout = randn(gen, *x_shape[:-1], n_out)  # stands for the gradient arriving from the layers above
@@ -412,7 +412,7 @@ def tensor_backprop(tree):
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# backprop.py: LayerNorm, GELU, the MLP and a tiny model
+# part0/backprop.py: LayerNorm, GELU, the MLP and a tiny model
 
 
 def exact_gelu_grad(x):
@@ -425,7 +425,10 @@ def exact_gelu_grad(x):
 def check_layernorm(tree, gen, B, T, C):
     import torch.nn.functional as F
 
-    forward, backward = tree.name("backprop", "layernorm_forward"), tree.name("backprop", "layernorm_backward")
+    forward, backward = (
+        tree.name("part0.backprop", "layernorm_forward"),
+        tree.name("part0.backprop", "layernorm_backward"),
+    )
     x, weight, bias = 2 + 3 * randn(gen, B, T, C), randn(gen, C), randn(gen, C)  # far from mean 0, variance 1
     where = f" (x {(B, T, C)})"
     with tree.expecting(f"layernorm_forward(x, weight, bias){where}", "(out, cache)"):
@@ -445,7 +448,7 @@ def check_layernorm(tree, gen, B, T, C):
 def check_gelu(tree, gen, size):
     import torch.nn.functional as F
 
-    forward, backward = tree.name("backprop", "gelu_forward"), tree.name("backprop", "gelu_backward")
+    forward, backward = tree.name("part0.backprop", "gelu_forward"), tree.name("part0.backprop", "gelu_backward")
     x = 2 * randn(gen, *size)
     with tree.expecting(f"gelu_forward(x) (x {size})", "(out, cache)"):
         out, cache = forward(x)
@@ -506,7 +509,7 @@ def compare_named(what, expected, found):
 
 
 def check_mlp(tree, gen, B, T, C):
-    forward, backward = tree.name("backprop", "mlp_forward"), tree.name("backprop", "mlp_backward")
+    forward, backward = tree.name("part0.backprop", "mlp_forward"), tree.name("part0.backprop", "mlp_backward")
     x, params = randn(gen, B, T, C), mlp_params(gen, C)
     where = f" (x {(B, T, C)})"
     with tree.expecting(f"mlp_forward(x, params){where}", "(out, cache)"):
@@ -523,7 +526,7 @@ def check_mlp(tree, gen, B, T, C):
 def check_model(tree, gen, B, T, C, V):
     import torch
 
-    forward, backward = tree.name("backprop", "model_forward"), tree.name("backprop", "model_backward")
+    forward, backward = tree.name("part0.backprop", "model_forward"), tree.name("part0.backprop", "model_backward")
     x, targets = randn(gen, B, T, C), torch.randint(V, (B, T), generator=gen)
     params = {"ln_2.weight": 1 + 0.3 * randn(gen, C), "ln_2.bias": randn(gen, C), **mlp_params(gen, C, "mlp.")}
     params.update({"ln_f.weight": 1 + 0.3 * randn(gen, C), "ln_f.bias": randn(gen, C)})

@@ -194,6 +194,16 @@ def watch(GPT=None, step: Callable | None = None):
             hook.remove()
 
 
+def file_of(module: str) -> str:
+    """The file a module of the project lives in: "part0.micrograd" -> "part0/micrograd.py"."""
+    return module.replace(".", "/") + ".py"
+
+
+def command_of(module: str) -> str:
+    """How the learner runs it: a tool as a module of the project root, any other script by its path."""
+    return f"python -m {module}" if module.startswith("tools.") else f"python {file_of(module)}"
+
+
 class Tree:
     """The folder under test: a checkout of a step, or a learner's exercise tree."""
 
@@ -203,9 +213,9 @@ class Tree:
         self._fresh = itertools.count()
 
     def module(self, name: str):
-        """The tree's own module `name` (e.g. "train_gpt2"), imported once."""
-        if not (self.path / f"{name}.py").is_file():
-            raise CheckFailed(f"{name}.py: expected the file, found none in {self.path.name}/")
+        """The tree's own module `name` (e.g. "train_gpt2", "part0.micrograd"), imported once."""
+        if not (self.path / file_of(name)).is_file():
+            raise CheckFailed(f"{file_of(name)}: expected the file, found none in {self.path.name}/")
         return importlib.import_module(name)
 
     def name(self, module: str, dotted: str):
@@ -261,7 +271,7 @@ class Tree:
         would see (argparse's 2, sys.exit("message")'s 1); an exception out of main (the user would see a traceback)
         fails, and so does any status but 0 with `check`. `shown` names the run in failures."""
         main = self.name(module, "main")
-        shown = shown or f"python {module}.py {' '.join(argv)}"
+        shown = shown or f"{command_of(module)} {' '.join(argv)}"
         return self._in_process(lambda: main(list(argv)), module, argv, shown, folder, expected, check)
 
     def script(
@@ -277,9 +287,9 @@ class Tree:
         Tree.main."""
         import runpy
 
-        path = self.path / f"{module}.py"
-        expect(path.is_file(), f"{module}.py", "the file", f"none in {self.path.name}/")
-        shown = shown or f"python {module}.py {' '.join(argv)}"
+        path = self.path / file_of(module)
+        expect(path.is_file(), file_of(module), "the file", f"none in {self.path.name}/")
+        shown = shown or f"{command_of(module)} {' '.join(argv)}"
 
         def run_as_main():
             runpy.run_path(str(path), run_name="__main__")  # its globals are no exit status
@@ -291,7 +301,7 @@ class Tree:
         command line would have them."""
         out, err = io.StringIO(), io.StringIO()
         saved, cwd = sys.argv, os.getcwd()
-        sys.argv = [f"{module}.py", *argv]  # argparse names the script in its messages
+        sys.argv = [Path(file_of(module)).name, *argv]  # argparse names the script in its messages
         try:
             os.chdir(folder or cwd)
             with self.expecting(shown, expected), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -327,9 +327,9 @@ def hellaswag(tree):
     """An example is scored completion style: render() gives its 4 (context, " " + ending) token pairs,
     continuation_losses() sums the loss over each ending's own tokens only (exactly what cross_entropy gives by hand
     at the positions that predict them), and the answer is the ending with the lowest sum (acc) or mean (acc_norm)."""
-    render = tree.name("hellaswag_scoring", "render")
-    continuation_losses = tree.name("hellaswag_scoring", "continuation_losses")
-    predict = tree.name("hellaswag_scoring", "predict")
+    render = tree.name("longrun.hellaswag_scoring", "render")
+    continuation_losses = tree.name("longrun.hellaswag_scoring", "continuation_losses")
+    predict = tree.name("longrun.hellaswag_scoring", "predict")
     model = scoring_model(tree)
     worked = examples()
 
@@ -373,8 +373,8 @@ def hellaswag_batch(tree):
     """Scoring many examples in one forward pass gives each one exactly the answers it gets alone: rows padded to
     the longest never change a real token's loss, `predict(..., batch_size=b)` makes ceil(n / b) forward passes of
     at most 4b rows, and the answers come back in the examples' own order."""
-    continuation_losses = tree.name("hellaswag_scoring", "continuation_losses")
-    predict = tree.name("hellaswag_scoring", "predict")
+    continuation_losses = tree.name("longrun.hellaswag_scoring", "continuation_losses")
+    predict = tree.name("longrun.hellaswag_scoring", "predict")
     model = scoring_model(tree)
     worked = examples()
 
@@ -429,7 +429,7 @@ def hellaswag_train(tree):
     the same --log-dir is refused)."""
     expect_settings(tree, [], hellaswag_every=250, log_dir="log")
     expect_settings(tree, ["--preset", "cpu"], hellaswag_every=0, log_dir="log/cpu")
-    evaluate = tree.name("hellaswag_scoring", "evaluate")
+    evaluate = tree.name("longrun.hellaswag_scoring", "evaluate")
     model = scoring_model(tree)
     kept = [(e, a) for e, a in zip(examples(), one_answer(hand_answers(model, examples()))) if a]  # ties left out
     worked, answers = [e for e, _ in kept], [a for _, a in kept]  # answers: (pred, pred_norm) by hand
@@ -620,9 +620,9 @@ def checkpoints(tree):
         expect_close(f"hellaswag.py --checkpoint {path.name}: {name}", expected, float(match[1]), abs_=1e-4)
 
 
-@check("results", "plot_log.main", "plot_log.py LOG -o PNG")
+@check("results", "plot_log.main", "tools/plot_log.py LOG -o PNG")
 def results(tree):
-    """plot_log.py reads a run's log.txt, draws the losses and HellaSwag side by side into a PNG, and prints where
+    """tools/plot_log.py reads a run's log.txt, draws the losses and HellaSwag side by side into a PNG, and prints where
     each series starts and ends, the validation loss beside OpenAI GPT-2 124M's 3.2924. The CPU demo whose log it
     plots is `--preset cpu` alone: a 4-layer 128-wide model, 20 steps of 512 tokens, validation every 5 steps, samples
     at the end, no HellaSwag, its log in log/cpu (the real run scores HellaSwag every 250 steps, and logs in log/)."""
@@ -630,7 +630,7 @@ def results(tree):
     expect_settings(tree, ["--preset", "cpu"], data="input.txt", **cpu)
     expect_samples_at_the_end(tree)
     expect_settings(tree, [], hellaswag_every=250, log_dir="log")
-    tree.name("plot_log", "main")
+    tree.name("tools.plot_log", "main")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -640,7 +640,9 @@ def results(tree):
     lines += ["2 val 9.75", "3 train 9.625", "4 val 9.5", "4 hella 0.375"]
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     png = tree.scratch() / "curves.png"
-    out = tree.main([str(log), "-o", str(png)], "python plot_log.py log.txt -o curves.png", "plot_log").stdout
+    out = tree.main(
+        [str(log), "-o", str(png)], "python -m tools.plot_log log.txt -o curves.png", "tools.plot_log"
+    ).stdout
 
     expect(png.is_file(), "curves.png", "the PNG written", "no file")
     data = png.read_bytes()
@@ -655,8 +657,11 @@ def results(tree):
     ):
         said = [line for line in out.splitlines() if line.lstrip().startswith(kind)]
         expect(
-            said, "plot_log.py's output", f"a line on {kind} (where it starts and ends)", last_line(out, "no output")
+            said,
+            "tools/plot_log.py's output",
+            f"a line on {kind} (where it starts and ends)",
+            last_line(out, "no output"),
         )
         found = re.findall(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", said[0])
         missing = [n for n in numbers if not any(shows(number, n) for number in found)]
-        expect(not missing, f"plot_log.py's {kind} line", f"the numbers {', '.join(map(str, numbers))}", said[0])
+        expect(not missing, f"tools/plot_log.py's {kind} line", f"the numbers {', '.join(map(str, numbers))}", said[0])

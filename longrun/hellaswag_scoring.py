@@ -20,7 +20,7 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from common import EOT, UserError, sha256_file, write_atomically
+from longrun.common import EOT, UserError, sha256_file, write_atomically
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- data
@@ -29,7 +29,7 @@ from common import EOT, UserError, sha256_file, write_atomically
 VAL_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
 VAL_BYTES = 12246618
 VAL_SHA256 = "0aa3b88843990f3f10a97b9575c94d7b71fb2205240ba04ae4884d9e9c992588"
-DATA_CACHE_DIR = Path(__file__).resolve().parent / "hellaswag_cache"
+DATA_CACHE_DIR = Path(__file__).resolve().parents[1] / "hellaswag_cache"  # at the project root
 # no network, no such host, a refused, reset or timed-out connection, a bad HTTP reply: not the disk's doing
 NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException)
 

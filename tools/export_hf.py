@@ -2,7 +2,7 @@
 Export one of our checkpoints as a transformers GPT2LMHeadModel folder, which lm-eval's hf model, the Hugging Face
 Hub and any code that loads GPT-2 through transformers can read (pip install -e ".[hf]").
 
-    python export_hf.py log/model_19073.pt gpt2-ours
+    python -m tools.export_hf log/model_19073.pt gpt2-ours
     lm-eval --model hf --model_args pretrained=gpt2-ours --tasks hellaswag
 """
 
@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from common import EOT, ArgumentParser, UserError, disk_error, process_running, run_cli
+from longrun.common import EOT, ArgumentParser, UserError, disk_error, process_running, run_cli
 from train_gpt2 import CONV1D, GPT
 
 N_VOCAB = EOT + 1  # GPT-2's 50,257 tokens: the ids from 50,257 up are padding that no token ever uses

@@ -1,8 +1,9 @@
 """
 Sample text from a trained GPT-2: one of our checkpoints, or OpenAI's weights.
 
-    python sample.py log/model_19073.pt --prompt "Hello, I'm a language model," --num 4 --length 32 --top-k 50 --seed 42
-    python sample.py gpt2 --prompt "The meaning of life is"      # OpenAI's 124M (pip install -e ".[hf]")
+    python -m tools.sample log/model_19073.pt --prompt "Hello, I'm a language model," --num 4 --length 32 \
+        --top-k 50 --seed 42
+    python -m tools.sample gpt2 --prompt "The meaning of life is"      # OpenAI's 124M (pip install -e ".[hf]")
 
 The text comes from train_gpt2.py's own sample(): with the training run's prompt, --num 4, --length 32, --top-k 50
 and seed 42 (the defaults) it prints what the run printed at the checkpoint's step, on the same device.
@@ -13,7 +14,7 @@ import sys
 
 import tiktoken
 
-from common import ArgumentParser, UserError, count, random_seed, run_cli
+from longrun.common import ArgumentParser, UserError, count, random_seed, run_cli
 from train_gpt2 import autocast_for, load_model, pick_device, run_dtype, sample
 
 OPENAI_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")

@@ -1,8 +1,8 @@
 """
 Plot a training log (log.txt from train_gpt2.py) against OpenAI's GPT-2 124M and GPT-3 124M:
 
-    python plot_log.py log/cpu                       # the CPU demo's run folder: writes log/cpu/curves.png
-    python plot_log.py log --fineweb --watch 60      # the real run, redrawn every minute while it trains
+    python -m tools.plot_log log/cpu                       # the CPU demo's run folder: writes log/cpu/curves.png
+    python -m tools.plot_log log --fineweb --watch 60      # the real run, redrawn every minute while it trains
 """
 
 import os
@@ -11,11 +11,11 @@ import sys
 import time
 from collections import defaultdict
 
-from common import ArgumentParser, UserError, positive_float, run_cli, write_atomically
-from run_folder import read_log
+from longrun.common import ArgumentParser, UserError, positive_float, run_cli, write_atomically
+from longrun.run_folder import read_log
 
 # the bars to beat: OpenAI's GPT-2 124M checkpoint on FineWeb-Edu val (the lecture's figure); on HellaSwag, GPT-2
-# 124M as hellaswag_scoring.py scores it (acc_norm 0.2955, the lecture's figure) and GPT-3 124M (the GPT-3 paper)
+# 124M as our scorer rates it (acc_norm 0.2955, the lecture's figure) and GPT-3 124M (the GPT-3 paper)
 GPT2_124M_VAL_LOSS = 3.2924
 GPT2_124M_HELLASWAG = 0.2955
 GPT3_124M_HELLASWAG = 0.337

@@ -18,7 +18,7 @@ from datasets import config as datasets_config
 from datasets.exceptions import DatasetGenerationError
 from huggingface_hub import HfFileSystem, snapshot_download
 
-from common import UserError, sha256_file
+from longrun.common import UserError, sha256_file
 
 # local files go through datasets' own builders, chosen by extension
 BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}

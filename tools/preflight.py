@@ -1,8 +1,8 @@
 """
 Check a training run's setup before it starts: train_gpt2.py's flags, one line per check, nothing trained.
 
-    python preflight.py --preset cpu
-    python preflight.py --world-size 8      # before: torchrun --standalone --nproc_per_node=8 train_gpt2.py
+    python -m tools.preflight --preset cpu
+    python -m tools.preflight --world-size 8      # before: torchrun --standalone --nproc_per_node=8 train_gpt2.py
 
 --world-size is the number of processes the run will have (default: the GPUs torch sees, or 1).
 The data (against fineweb.py's manifest, every byte), the disk the checkpoints need, the batch arithmetic, the
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
-import run_folder
 import train_gpt2
-from common import ArgumentParser, UserError, count, lock_folder, run_cli
-from manifest import read_manifest, shard_problems
-from meters import duration
+from longrun import run_folder
+from longrun.common import ArgumentParser, UserError, count, lock_folder, run_cli
+from longrun.manifest import read_manifest, shard_problems
+from longrun.meters import duration
 from train_gpt2 import (
     GPT,
     DataLoaderLite,

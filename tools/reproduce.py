@@ -2,7 +2,7 @@
 The whole reproduction in one command, from a rented node to a report card: the data, its check, preflight, the run
 under torchrun on every GPU, HellaSwag on the final checkpoint, samples, curves and the export.
 
-    python reproduce.py --price 2.50      # on an 8-GPU node: FineWeb-Edu, the 124M run; the cost at $2.50 a GPU-hour
+    python -m tools.reproduce --price 2.50   # on an 8-GPU node: FineWeb-Edu, the 124M run; $2.50 a GPU-hour
 
 Every flag that is not reproduce.py's own is train_gpt2.py's, passed to preflight.py and the run as it is. Rerun the
 same command after any interruption: a stage whose result is on disk is skipped, the first one that is not continues
@@ -21,9 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-import report_card
 import train_gpt2
-from common import (
+from longrun.common import (
     STOP_SIGNALS,
     ArgumentParser,
     UserError,
@@ -34,9 +33,12 @@ from common import (
     run_cli,
     write_atomically,
 )
-from manifest import read_manifest
-from meters import duration
-from report_card import STAGES
+from longrun.manifest import read_manifest
+from longrun.meters import duration
+from tools import report_card
+from tools.report_card import STAGES
+
+ROOT = Path(__file__).resolve().parents[1]  # the project's root: train_gpt2.py, fineweb.py, tools/
 
 
 class Reproduction:
@@ -70,7 +72,7 @@ class Reproduction:
         if stage == "verify":
             return ["python", "fineweb.py", "--verify", "--out", str(self.data)]
         if stage == "preflight":
-            return ["python", "preflight.py", "--world-size", str(self.ours.nproc), *self.argv]
+            return ["python", "-m", "tools.preflight", "--world-size", str(self.ours.nproc), *self.argv]
         if stage == "train":
             return ["torchrun", "--standalone", f"--nproc_per_node={self.ours.nproc}", "train_gpt2.py", *self.argv]
         if stage == "hellaswag":
@@ -78,11 +80,19 @@ class Reproduction:
             limit = ["--limit", str(self.ours.hellaswag_limit)] if self.ours.hellaswag_limit else []
             return ["python", "hellaswag.py", "--checkpoint", str(self.final), *data, *limit, *device]
         if stage == "samples":
-            return ["python", "sample.py", str(self.final), *device]
+            return ["python", "-m", "tools.sample", str(self.final), *device]
         if stage == "curves":
             fineweb = ["--fineweb"] if report_card.is_fineweb_edu(self.data) else []
-            return ["python", "plot_log.py", str(self.log_dir), "--out", str(self.log_dir / "curves.png"), *fineweb]
-        return ["python", "export_hf.py", str(self.final), str(self.export)]
+            return [
+                "python",
+                "-m",
+                "tools.plot_log",
+                str(self.log_dir),
+                "--out",
+                str(self.log_dir / "curves.png"),
+                *fineweb,
+            ]
+        return ["python", "-m", "tools.export_hf", str(self.final), str(self.export)]
 
     def finished(self, stage):
         """Whether the stage's result is on disk: its own files, or the record of a command that ended well, this same
@@ -113,7 +123,7 @@ class Reproduction:
     def save_command(self):
         """stages/command.json: this command, what report_card.py reads (the latest, where a rerun changed flags)."""
         ours = vars(self.ours) | {"files": list(map(str, self.ours.files or [])), "export": str(self.export)}
-        command = {"argv": ["python", *sys.argv], "train_gpt2.py": self.argv} | ours
+        command = {"argv": ["python", "-m", "tools.reproduce", *sys.argv[1:]], "train_gpt2.py": self.argv} | ours
         data = json.dumps(command, indent=1).encode()
         write_atomically(str(self.stages_dir / "command.json"), lambda f: f.write(data))
 
@@ -187,6 +197,7 @@ class Reproduction:
             log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
             log.flush()
             env = dict(os.environ, PYTHONUNBUFFERED="1")  # its lines as they come, not when a buffer fills
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # for -m tools.X
             self.stage, self.child = (
                 stage,
                 subprocess.Popen(
@@ -227,10 +238,11 @@ class Reproduction:
 
 def executable(argv):
     """The argument list for a command line: this interpreter, and our scripts by their full path."""
-    here = Path(__file__).resolve().parent
     if argv[0] == "torchrun":
-        return [sys.executable, "-m", "torch.distributed.run", *argv[1:3], str(here / argv[3]), *argv[4:]]
-    return [sys.executable, str(here / argv[1]), *argv[2:]]
+        return [sys.executable, "-m", "torch.distributed.run", *argv[1:3], str(ROOT / argv[3]), *argv[4:]]
+    if argv[1] == "-m":  # a tool: found through PYTHONPATH (see attempt)
+        return [sys.executable, *argv[1:]]
+    return [sys.executable, str(ROOT / argv[1]), *argv[2:]]
 
 
 def tee(pipe, log):

@@ -3,8 +3,8 @@ A reproduction's report card: report.md and report.json in its run folder, every
 (log.txt, the stages' records and output in stages/, the shards' manifest.json) or of the machine the run ran on,
 each target with its source.
 
-    python report_card.py log                 # the folder reproduce.py ran in (it writes the card after each stage)
-    python report_card.py log --price 2.50    # with the cost at $2.50 per GPU-hour
+    python -m tools.report_card log   # the folder reproduce.py ran in (it writes the card after each stage)
+    python -m tools.report_card log --price 2.50   # with the cost at $2.50 per GPU-hour
 """
 
 import json
@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import train_gpt2
-from common import ArgumentParser, UserError, positive_float, run_cli, sha256_file, write_atomically
-from manifest import read_manifest
-from meters import duration
-from plot_log import GPT2_124M_HELLASWAG, GPT2_124M_VAL_LOSS, GPT3_124M_HELLASWAG, read_series
+from longrun.common import ArgumentParser, UserError, positive_float, run_cli, sha256_file, write_atomically
+from longrun.manifest import read_manifest
+from longrun.meters import duration
+from tools.plot_log import GPT2_124M_HELLASWAG, GPT2_124M_VAL_LOSS, GPT3_124M_HELLASWAG, read_series
 
 # fineweb.py's default dataset, where GPT-2's validation loss was measured (not imported: importing fineweb.py loads the
 # tokenizer, which a report does not need)
@@ -30,7 +30,7 @@ FINEWEB_EDU = "HuggingFaceFW/fineweb-edu"
 TARGETS = {
     "val_loss": [(GPT2_124M_VAL_LOSS, "OpenAI's GPT-2 124M on FineWeb-Edu's val shard (the lecture's figure)")],
     "hellaswag": [
-        (GPT2_124M_HELLASWAG, "OpenAI's GPT-2 124M, as hellaswag_scoring.py scores it (the lecture's figure)"),
+        (GPT2_124M_HELLASWAG, "OpenAI's GPT-2 124M, as longrun/hellaswag_scoring.py scores it (the lecture's figure)"),
         (GPT3_124M_HELLASWAG, "GPT-3 124M (the GPT-3 paper, Brown et al. 2020)"),
     ],
 }
@@ -87,7 +87,7 @@ def source_tree():
     import git
 
     try:
-        repo = git.Repo(Path(__file__).resolve().parent)
+        repo = git.Repo(Path(__file__).resolve().parents[1])
         return repo.head.commit.hexsha, not repo.is_dirty(untracked_files=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):  # ValueError: no commit yet
         return None, None

@@ -18,7 +18,7 @@ from dataclasses import asdict
 import torch
 import torch.distributed as dist
 
-from common import UserError, lock_folder, open_no_link, remove_stale_temporaries, write_atomically
+from longrun.common import UserError, lock_folder, open_no_link, remove_stale_temporaries, write_atomically
 
 # besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
 # (--max-lr may change, with a word: a lower one is how a run goes on after a loss spike)
@@ -177,7 +177,9 @@ class RunFolder:
     def log(self, step, kind, value):
         with open_no_link(self.log_file, "a") as f:
             f.write(f"{step} {kind} {value}\n")
-        if self.tensorboard:  # a copy for live curves: log.txt stays the record that --resume and plot_log.py read
+        if (
+            self.tensorboard
+        ):  # a copy for live curves: log.txt stays the record that --resume and tools/plot_log.py read
             self.tensorboard.add_scalar(TENSORBOARD_TAGS[kind], float(value), step)
             self.tensorboard.flush()
 

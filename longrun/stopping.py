@@ -12,7 +12,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from common import UserError
+from longrun.common import UserError
 
 
 class StopRequest:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import EOT, UserError, sha256_file
+from longrun.common import EOT, UserError, sha256_file
 
 SHARD_ENTRY = {"file": str, "tokens": int, "documents": int, "sha256": str, "resume_at": dict}
 
