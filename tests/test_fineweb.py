@@ -359,7 +359,7 @@ def test_datasets_own_offline_switch_is_enough_to_download_nothing():
     """HF_DATASETS_OFFLINE=1 alone makes datasets offline (it is read at import): download must not ask the Hub."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
     code = (
-        "import corpus, fineweb\n"
+        "from longrun import corpus\nimport fineweb\n"
         "corpus.load_dataset_builder = None  # the first thing an online download calls\n"
         "corpus.download(fineweb.parse_args(['--dataset', 'org/corpus']))\n"
         "print('nothing downloaded')"

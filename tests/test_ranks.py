@@ -27,7 +27,7 @@ def failing_rank_script(tmp_path, error):
         f"import os, sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         f"import train_gpt2\n"
-        f"from common import UserError\n"
+        f"from longrun.common import UserError\n"
         f"batches = train_gpt2.DataLoaderLite.next_batch\n"
         f"calls = []\n"
         f"def next_batch(self):\n"
