@@ -30,7 +30,7 @@ TINY = (
 
 def script(name, *args, timeout=120):
     """`python NAME args` in the project root; a tool (tools/X.py) as users run it, `python -m tools.X`."""
-    command = ["-m", name.removesuffix(".py").replace("/", ".")] if name.startswith("tools/") else [name]
+    command = ["-m", name.removesuffix(".py").replace("/", ".")] if str(name).startswith("tools/") else [name]
     return subprocess.run(
         [sys.executable, *command, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
@@ -531,7 +531,7 @@ def test_every_rank_reports_a_mistake_itself(tmp_path):
 def test_two_writers_of_one_path_never_share_a_temporary_file(tmp_path):
     target = tmp_path / "same.bin"
     code = (
-        "import sys, common\n"
+        "import sys, longrun.common as common\n"
         "for i in range(200):\n"
         "    common.write_atomically(sys.argv[1], lambda f: f.write(sys.argv[2].encode() * 100_000))\n"
     )
@@ -625,7 +625,7 @@ def test_a_model_too_big_for_memory_is_one_line(name, tmp_path):
     """A width of 2**20: GPT-2's embedding alone would take 196 GiB."""
     flags = [*TINY, "--n-layer", "1", "--n-head", "1", "--n-embd", 2**20, "--max-steps", "1", "--log-dir", tmp_path]
     line = one_line_error(script(name, *flags), "out of memory: ", "GiB asked for at once")
-    assert f"{name}: error: " in line
+    assert f"{Path(name).name}: error: " in line
 
 
 @pytest.mark.parametrize("name", ["tools/sample.py", "tools/export_hf.py"])
@@ -636,7 +636,7 @@ def test_a_checkpoint_too_big_for_memory_is_one_line(name, tmp_path):
     torch.save({"model": {}, "config": config, "sha256": run_folder.tensor_digest({}, None)}, path)
     args = [path, tmp_path / "out"] if name == "tools/export_hf.py" else [path]
     line = one_line_error(script(name, *args), "out of memory: ", "GiB asked for at once")
-    assert f"{name}: error: " in line
+    assert f"{Path(name).name}: error: " in line
 
 
 def test_preflight_counts_a_trillion_steps_checkpoints_without_listing_them(tmp_path):

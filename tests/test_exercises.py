@@ -218,10 +218,10 @@ def test_compare_shows_the_learners_change_beside_the_step(project):
     assert title.startswith(f"Step {exercise.step.number} · Your step")  # one step's versions: no "/3"
 
 
-def test_the_readmes_worked_example_is_what_the_check_prints(project, capsys):
-    """README's "Rebuild it yourself": its mistake, added to the learner's tree, prints exactly its message."""
-    readme = (ROOT / "README.md").read_text().split("### Rebuild it yourself", 1)[1].split("\n### ", 1)[0]
-    blocks = [line.strip() for line in readme.splitlines() if line.startswith("    ") and line.strip()]
+def test_the_docs_worked_example_is_what_the_check_prints(project, capsys):
+    """docs/exercises.md's worked example: its mistake, added to the learner's tree, prints exactly its message."""
+    page = (ROOT / "docs" / "exercises.md").read_text()
+    blocks = [line.strip() for line in page.splitlines() if line.startswith("    ") and line.strip()]
     mistake = next(line for line in blocks if "lm_head.weight" in line and "walkthrough" not in line)
     message = next(line for line in blocks if ": fail: " in line)
     n = tying_step(project)

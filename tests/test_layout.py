@@ -5,6 +5,7 @@ import importlib.metadata
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -110,3 +111,20 @@ def test_a_steps_checkout_runs_its_own_modules_beside_an_editable_install(series
     )
     elsewhere = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert elsewhere.stdout.strip() == "[None, None, None]", elsewhere.stdout + elsewhere.stderr
+
+
+def test_the_readme_is_short_and_its_links_lead_somewhere():
+    """The README is one page (at most 250 lines); every file it or a docs/ page links to exists, and so does every
+    heading a link names (GitHub's anchors: lower case, spaces to dashes, other punctuation dropped)."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.exists(), f"{page.name} links to {target}, which does not exist"
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), re.M)
+                anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+                assert anchor in anchors, f"{page.name} links to {target}: no such heading"

@@ -231,7 +231,7 @@ def test_resume_is_ours_and_one_reproduction_holds_a_folder(corpus, tmp_path):
 
     resumed = reproduce([*command(corpus), "--resume"], tmp_path)
     assert resumed.returncode == 1 and resumed.stderr == (
-        "reproduce.py: error: --resume: tools/reproduce.py resumes by itself: rerun the same command without it\n"
+        "reproduce.py: error: --resume: reproduce.py resumes by itself: rerun the same command without it\n"
     )
     (tmp_path / "run[1] ?" / "stages").mkdir(parents=True)
     held = lock_folder(tmp_path / "run[1] ?" / "stages")
@@ -320,5 +320,5 @@ def test_a_report_card_of_a_folder_reproduce_py_never_ran_in_is_refused(tmp_path
     assert report_card.main([str(tmp_path)]) == 1
     assert capsys.readouterr().err == (
         f"report_card.py: error: {tmp_path}/stages/command.json: not found: "
-        f"{tmp_path} is not a folder tools/reproduce.py ran in\n"
+        f"{tmp_path} is not a folder reproduce.py ran in\n"
     )

@@ -260,7 +260,7 @@ def test_ctrl_c_is_one_line_and_status_130(capsys, trained, tmp_path, monkeypatc
     }[script]
     assert script.main(argv) == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"{script.__name__}.py: interrupted: ")
+    assert len(err) == 1 and err[0].startswith(f"{script.__name__.split('.')[-1]}.py: interrupted: ")
 
 
 @pytest.mark.parametrize("damage", ["cut short", "other sizes"])

@@ -99,10 +99,10 @@ def test_step_keeps_its_promise(history, stand_ins, tmp_path, n):
     assert problem is None, f"step {n:02d}: {problem}\n{output[-6000:]}"
 
 
-def test_readme_lists_every_step_in_its_part():
-    """The README's step table: every subject, each under its part's heading."""
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("### The steps") :]
+def test_the_series_page_lists_every_step_in_its_part():
+    """docs/series.md's step table: every subject, each under its part's heading."""
+    page = (ROOT / "docs" / "series.md").read_text()
+    table = page[page.index("## The steps") :]
     headings = {part: table.index(f"**{part}") for part in ("Part 0", "Part I", "Part II")}
     parts = parts_of([p.subject.split(": ", 1)[1] for p in PATCHES])
     for n, (patch, part) in enumerate(zip(PATCHES, parts), 1):
