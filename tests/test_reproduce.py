@@ -1,12 +1,15 @@
 """reproduce.py, the whole day in one command, and report_card.py, its report: on tiny shakespeare at the CPU preset
-with two gloo processes, uninterrupted, then interrupted at every stage boundary and rerun to the same report; every
-path named like a glob pattern, so the whole CPU path (shards, verify, preflight, training and its resume, HellaSwag,
+with two gloo processes, uninterrupted, then interrupted at every stage boundary and rerun to the same report, then
+rerun after what its stages depend on changed (a retrained or longer run, other data, damaged records); every path
+named like a glob pattern, so the whole CPU path (shards, verify, preflight, training and its resume, HellaSwag,
 samples, curves, export) takes paths as data."""
 
+import errno
 import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # its own, as `python -m tools.reproduce` from the root would
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 SMALL = "--preset cpu --n-layer 2 --n-head 2 --n-embd 32 --max-steps 4 --val-every 2 --total-batch 1024 --device cpu"
-TIMINGS = ("seconds", "tok_s", "mfu", "gpu_hours", "day_gpu_hours", "cost")
+TIMINGS = ("seconds", "tok_s", "mfu", "day_gpu_hours", "cost")
 
 
 # Every reproduction runs in a folder of its own, with the same relative paths, so that two reports can be equal (the
@@ -109,20 +112,15 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     log = folder / "run[1] ?"
     lines = [line.split() for line in (log / "log.txt").read_text().splitlines() if not line.startswith("#")]
     val = [(int(s), float(v)) for s, kind, v in lines if kind == "val"]
-    assert card["results"]["val_loss"] | {"targets": None} == {
-        "value": val[-1][1],
-        "step": 4,
-        "comparable": False,  # tiny shakespeare, not FineWeb-Edu
-        "targets": None,
-    }
+    assert card["val_loss"] == {"value": val[-1][1], "step": 4, "comparable": False}  # tiny shakespeare
     hellaswag = (log / "stages" / "hellaswag.txt").read_text()
-    assert f"acc_norm {card['results']['hellaswag']['acc_norm']:.4f}" in hellaswag
-    assert card["results"]["hellaswag"]["examples"] == 6 and not card["results"]["hellaswag"]["comparable"]
+    assert f"acc_norm {card['hellaswag']['acc_norm']:.4f}" in hellaswag
+    assert card["hellaswag"]["examples"] == 6 and not card["hellaswag"]["comparable"]
     checkpoint = torch.load(log / "model_00004.pt", weights_only=True, map_location="cpu")
     assert card["run"]["steps"] == checkpoint["step"] == 4 and card["run"]["tokens"] == 4 * 1024
     tok_s = sorted(float(v) for _, kind, v in lines if kind == "tok_s")
     assert card["run"]["tok_s"] == (tok_s[1] + tok_s[2]) / 2  # the median of the 4 steps'
-    assert card["run"]["gpu_hours"] is None and card["run"]["mfu"] is None  # a CPU run
+    assert card["run"]["day_gpu_hours"] is None and card["run"]["mfu"] is None  # a CPU run
     shards = sorted((folder / "sh[1] *").glob("*.npy"))
     assert card["data"]["shards"] == len(shards) == 7
     train = sum(len(np.load(p)) for p in shards if "_train_" in p.name)
@@ -132,10 +130,8 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     samples = re.findall(r"^sample \d: (.*)$", (log / "stages" / "samples.txt").read_text(), re.M)
     assert card["samples"] == samples and len(samples) == 4
     environment = card["environment"]
-    assert (
-        environment["torch"] == torch.__version__ and environment["gpus"] == "none" and environment["of"] == "the run"
-    )
-    assert environment == json.loads((log / "stages" / "train.json").read_text())["environment"] | {"of": "the run"}
+    assert environment["torch"] == torch.__version__ and environment["gpus"] == "none"
+    assert environment == json.loads((log / "stages" / "train.json").read_text())["environment"]
     assert card["command"] == shlex.join(["python", "-m", "tools.reproduce", "--files", str(corpus), *FLAGS])
     report = (log / "report.md").read_text()
     for figure in (f"{val[-1][1]:.4f}", "3.2924", "0.2955", "0.337", samples[0], card["data"]["manifest_sha256"]):
@@ -143,14 +139,14 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     assert "HellaSwag scored 6 examples, not the validation set's 10,042: its accuracy is not comparable" in report
 
 
-def test_a_rerun_redoes_nothing_and_one_with_other_flags_redoes_what_they_change(straight, corpus):
+def test_a_rerun_redoes_nothing_and_one_with_other_flags_redoes_what_they_change(straight, corpus, tmp_path):
     folder, _, card = straight
     again = reproduce(command(corpus), folder)
     assert again.returncode == 0, again.stderr
     assert re.findall(r"^== \d/8 (\w+): done$", again.stdout, re.M) == STAGES  # each found done, none run
     assert without_timings(json.loads((folder / "run[1] ?" / "report.json").read_text())) == without_timings(card)
     # another total batch: preflight checks it against the run in the folder, which refuses it, and nothing after runs
-    other = reproduce([*command(corpus), "--total-batch", "2048"], folder)
+    other = reproduce([*command(corpus), "--total-batch", "2048"], copy_of(straight, tmp_path))
     assert other.returncode == 1 and "Traceback" not in other.stdout + other.stderr
     assert re.findall(r"^== \d/8 (\w+): done$", other.stdout, re.M) == ["data", "verify"]
     assert re.search(r"^== 3/8 preflight: python -m tools.preflight .*--total-batch 2048 --resume$", other.stdout, re.M)
@@ -218,8 +214,8 @@ def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_re
         "put right what it says, then rerun the same command\n"
     )
     assert "no-such.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text()  # fineweb.py's own error
-    card = json.loads((folder / "run[1] ?" / "report.json").read_text())
-    assert not any(stage["done"] for stage in card["stages"].values())
+    assert not (folder / "run[1] ?" / "report.json").exists()  # a card only for a finished day
+    assert json.loads((folder / "run[1] ?" / "stages" / "data.json").read_text())["done"] is False
     # nothing finished yet: another command replaces the wrong one (and fails in its own way)
     other = reproduce([*command(corpus.parent / "none-either.txt"), "--max-steps", "3"], folder)
     assert other.returncode == 1 and "stage data did not finish" in other.stderr
@@ -241,6 +237,123 @@ def test_resume_is_ours_and_one_reproduction_holds_a_folder(corpus, tmp_path):
         f"reproduce.py: error: run[1] ?/stages is in use by another process (pid {os.getpid()}): "
         "wait for it, or choose another folder\n"
     )
+
+
+def ran(stdout):
+    """The stages a reproduction ran (not found done), in order."""
+    return re.findall(r"^== \d/8 (\w+): (?!done|nothing)", stdout, re.M)
+
+
+def copy_of(straight, tmp_path):
+    """The finished day's folder, copied with its files' times (what the stages' records compare)."""
+    return shutil.copytree(straight[0], tmp_path / "copy", symlinks=True)
+
+
+def exported_embedding(folder):
+    from safetensors.torch import load_file
+
+    return load_file(folder / "gpt2 [ours]" / "model.safetensors")["transformer.wte.weight"]
+
+
+def checkpoint_embedding(path):
+    model = torch.load(path, weights_only=True, map_location="cpu")["model"]
+    return next(v for k, v in model.items() if k.endswith("transformer.wte.weight"))[:50257]
+
+
+def test_a_retrained_model_is_the_one_evaluated_exported_and_reported(straight, corpus, tmp_path):
+    folder = copy_of(straight, tmp_path)
+    log = folder / "run[1] ?"
+    (log / "model_00004.pt").unlink()  # the checkpoint gone, and another learning rate
+    again = reproduce([*command(corpus), "--max-lr", "1e-3"], folder)
+    assert again.returncode == 0 and "Traceback" not in again.stdout + again.stderr, again.stdout + again.stderr
+    assert ran(again.stdout) == STAGES[2:]  # the data holds; everything from the run on is done again
+    card = json.loads((log / "report.json").read_text())
+    assert f"acc_norm {card['hellaswag']['acc_norm']:.4f}" in report_card.last_attempt(log / "stages", "hellaswag")
+    assert card["command"].endswith("--max-lr 1e-3") and card["run"]["steps"] == 4
+    assert torch.equal(exported_embedding(folder), checkpoint_embedding(log / "model_00004.pt"))
+    assert not torch.equal(exported_embedding(folder), exported_embedding(straight[0]))
+
+
+def test_a_longer_run_replaces_the_export_and_a_flag_that_changes_nothing_leaves_the_card(straight, corpus, tmp_path):
+    folder = copy_of(straight, tmp_path)
+    log = folder / "run[1] ?"
+    longer = reproduce([*command(corpus), "--max-steps", "6"], folder)
+    assert longer.returncode == 0, longer.stdout + longer.stderr
+    assert ran(longer.stdout) == STAGES[2:] and "resumed from step 4" in longer.stdout
+    card = json.loads((log / "report.json").read_text())
+    assert card["run"]["steps"] == 6 and card["val_loss"]["step"] == 6
+    assert torch.equal(exported_embedding(folder), checkpoint_embedding(log / "model_00006.pt"))
+    # a lower learning rate once the run is done: the run says so and makes nothing; the card keeps the command
+    # whose run made the checkpoint
+    lower = reproduce([*command(corpus), "--max-steps", "6", "--max-lr", "1e-4"], folder)
+    assert lower.returncode == 0, lower.stdout + lower.stderr
+    assert ran(lower.stdout) == ["preflight", "train"]  # the checkpoint unchanged: nothing after runs
+    assert json.loads((log / "report.json").read_text())["command"] == card["command"]
+
+
+def test_other_data_under_the_same_name_runs_the_day_again(straight, corpus, tmp_path):
+    folder = copy_of(straight, tmp_path)
+    other = tmp_path / "other.txt"
+    other.write_text(corpus.read_text()[: len(corpus.read_text()) // 2])
+    shutil.rmtree(folder / "sh[1] *")
+    again = reproduce([*command(other), "--max-steps", "6"], folder)  # rebuilt from another file
+    assert ran(again.stdout)[:4] == ["data", "verify", "preflight", "train"], again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("text", ["", "[]", '{"seconds": "12"}'])
+def test_a_damaged_record_is_one_line_naming_its_stage(straight, corpus, tmp_path, text):
+    folder = copy_of(straight, tmp_path)
+    (folder / "run[1] ?" / "stages" / "train.json").write_text(text)
+    damaged = reproduce(command(corpus), folder)
+    assert damaged.returncode == 1 and damaged.stderr == (
+        "reproduce.py: error: stage train: run[1] ?/stages/train.json is damaged: delete it, and the stage runs again\n"
+    )
+
+
+def test_a_record_emptied_or_an_output_removed_runs_that_stage_again(straight, corpus, tmp_path):
+    folder = copy_of(straight, tmp_path)
+    stages = folder / "run[1] ?" / "stages"
+    (stages / "hellaswag.json").write_text("{}")
+    (stages / "train.txt").unlink()
+    (stages / "samples.txt").unlink()
+    again = reproduce(command(corpus), folder)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert ran(again.stdout) == ["hellaswag", "samples", "curves", "export"]
+    assert without_timings(json.loads((stages.parent / "report.json").read_text())) == without_timings(straight[2])
+
+
+def test_a_full_disk_is_one_line_naming_the_stage_and_its_output_is_not_lost(corpus, tmp_path, monkeypatch, capfd):
+    from tools import reproduce as module
+
+    def full(path, write):
+        raise OSError(errno.ENOSPC, "No space left on device", f"{path}.1.tmp")
+
+    folder = folder_for(tmp_path)
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    real = module.write_atomically
+    monkeypatch.setattr(module, "write_atomically", lambda path, write: (full if "data" in path else real)(path, write))
+    try:
+        assert module.main(command(corpus)[3:]) == 1
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    out, err = capfd.readouterr()
+    assert err == "reproduce.py: error: stage data: run[1] ?/stages/data.json.1.tmp: No space left on device\n"
+    printed = report_card.last_attempt(folder / "run[1] ?" / "stages", "data").split("\n", 1)[1]
+    assert printed.strip().splitlines()[-1] in out  # what fineweb.py printed, kept and shown
+    # and when the output file is what cannot be written, the rest goes to the terminal, the error is kept
+    read, write = os.pipe()
+    os.write(write, b"first\nsecond\n")
+    os.close(write)
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert module.tee(os.fdopen(read, "rb"), Full()).errno == errno.ENOSPC
+    assert capfd.readouterr().out == "first\nsecond\n"
 
 
 def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, capsys):
@@ -278,28 +391,16 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, capsys):
     assert report_card.main([str(log), "--price", "2.5"]) == 0
     assert capsys.readouterr().out == f"{log / 'report.md'}\n"
     card = json.loads((log / "report.json").read_text())
-    assert card["results"]["val_loss"] == {
-        "value": 3.25,
-        "step": 3,
-        "comparable": True,
-        "targets": [[3.2924, "OpenAI's GPT-2 124M on FineWeb-Edu's val shard (the lecture's figure)"]],
-    }
-    assert card["results"]["hellaswag"] | {"targets": None} == {  # the last attempt's
-        "acc_norm": 0.3012,
-        "acc": 0.29,
-        "examples": 10042,
-        "comparable": True,
-        "targets": None,
-    }
+    assert card["val_loss"] == {"value": 3.25, "step": 3, "comparable": True}
+    assert card["hellaswag"] == {"acc": 0.29, "acc_norm": 0.3012, "examples": 10042, "comparable": True}  # the last
     assert card["run"] == {
         "steps": 3,
         "max_steps": 3,
         "tokens": 3072,
-        "processes": 8,
-        "seconds": 3600,
         "tok_s": 2000,
         "mfu": 41,
-        "gpu_hours": 8.0,
+        "processes": 8,
+        "seconds": 3600,
         "day_gpu_hours": 12.0,  # the data's half hour too, on all 8 GPUs of the node
         "price_per_gpu_hour": 2.5,
         "cost": 30.0,
@@ -308,12 +409,11 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, capsys):
     assert card["samples"] == ["'Hello'", "'world'"] and card["curves"] is None
     report = (log / "report.md").read_text()
     assert "| validation loss, step 3 | 3.2500 | 3.2924 | OpenAI's GPT-2 124M on FineWeb-Edu's val shard" in report
-    assert "| HellaSwag acc_norm, 10,042 examples | 0.3012 | 0.2955 | OpenAI's GPT-2 124M, as " in report
-    assert "| | | 0.337 | GPT-3 124M (the GPT-3 paper, Brown et al. 2020) | |" in report
-    assert "- 8.00 GPU-hours of training; 12.00 for the whole day (every stage, every GPU of the node)" in report
-    assert "- cost: $30.00 at $2.5/GPU-hour" in report and "MFU 41.0%" in report
-    assert card["environment"] == environment | {"of": "the run"} and "## Environment (of the run)" in report
-    assert "not comparable" not in report and "- code: not a git checkout" in report
+    assert "| HellaSwag acc_norm, 10042 examples | 0.3012 | 0.2955 | OpenAI's GPT-2 124M, as " in report
+    assert "| | | 0.337 | GPT-3 124M (the GPT-3 paper, Brown et al. 2020) |" in report
+    assert "- 12.00 GPU-hours for the whole day, every GPU of the node: $30.00 at $2.5/GPU-hour" in report
+    assert "MFU 41.0%" in report and card["environment"] == environment
+    assert "not comparable" not in report and "code: not a git checkout" in report
 
 
 def test_a_report_card_of_a_folder_reproduce_py_never_ran_in_is_refused(tmp_path, capsys):
