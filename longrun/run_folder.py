@@ -177,9 +177,7 @@ class RunFolder:
     def log(self, step, kind, value):
         with open_no_link(self.log_file, "a") as f:
             f.write(f"{step} {kind} {value}\n")
-        if (
-            self.tensorboard
-        ):  # a copy for live curves: log.txt stays the record that --resume and tools/plot_log.py read
+        if self.tensorboard:  # a copy for live curves: log.txt stays the record that --resume and plot_log read
             self.tensorboard.add_scalar(TENSORBOARD_TAGS[kind], float(value), step)
             self.tensorboard.flush()
 
