@@ -150,3 +150,13 @@ def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
     assert (run_dir / "curves.png").exists()
     watcher.send_signal(signal.SIGTERM)
     assert watcher.wait(timeout=300) == 0 and "Traceback" not in watcher.stderr.read()
+
+
+def test_a_diverged_value_is_drawn_around_not_a_crash(tmp_path):
+    """A run that diverged logs `inf` or `nan` (step 43 stops it): the zoomed axis is the finite values'."""
+    log = tmp_path / "log.txt"
+    log.write_text(log_lines(1000, val_every=50) + "1000 val inf\n1000 train nan\n")
+    (ax,) = plot_log.plot(plot_log.read_series(log), fineweb=True, full=False).axes
+    low, high = ax.get_ylim()
+    assert low < 3.2924 < high < 5 and "off the top" in ax.get_title()
+    assert plot_log.main([str(log), "-o", str(tmp_path / "curves.png")]) == 0

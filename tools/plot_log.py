@@ -5,6 +5,7 @@ Plot a training log (log.txt from train_gpt2.py) against OpenAI's GPT-2 124M and
     python -m tools.plot_log log --fineweb --watch 60      # the real run, redrawn every minute while it trains
 """
 
+import math
 import os
 import signal
 import sys
@@ -57,8 +58,9 @@ def zoomed(series, baseline):
     (a short run, whose whole fall is the interesting part) or there is no loss yet."""
     last_step = max(step for points in series.values() for step, _ in points)
     bar = [baseline] if baseline else []
-    every = [v for kind in ("train", "val") for _, v in series[kind]] + bar
-    later = [v for kind in ("train", "val") for step, v in series[kind] if step >= ZOOM_FROM * last_step] + bar
+    every = [v for kind in ("train", "val") for _, v in series[kind] if math.isfinite(v)] + bar  # inf, NaN: no limit
+    later = [v for kind in ("train", "val") for step, v in series[kind] if step >= ZOOM_FROM * last_step]
+    later = [v for v in later if math.isfinite(v)] + bar
     if not later or max(later) - min(later) > 0.5 * (max(every) - min(every)):
         return None
     margin = 0.05 * (max(later) - min(later)) or 0.1  # a single value would make an axis of zero height
