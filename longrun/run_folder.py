@@ -20,9 +20,10 @@ import torch.distributed as dist
 
 from longrun.common import UserError, lock_folder, open_no_link, remove_stale_temporaries, write_atomically
 
-# besides the model's shape, what a resumed run must share with the run it continues: the optimisation and data order
+# what a resumed run must share with the run it continues: the model's sizes, the optimisation and the data order
 # (--max-lr may change, with a word: a lower one is how a run goes on after a loss spike)
-RUN_SETTINGS = "data seq_len total_batch seed shuffle min_lr_ratio warmup_steps weight_decay".split()
+RUN_SETTINGS = "n_layer n_head n_embd vocab_size data seq_len total_batch seed shuffle".split()
+RUN_SETTINGS += "min_lr_ratio warmup_steps weight_decay".split()
 
 
 # what a checkpoint needs besides its weights and config to be resumed, and of which type

@@ -138,7 +138,7 @@ def test_only_preflight_reads_every_byte(capsys, shards, tmp_path):
             ["--weight-decay", "0.2"],
             "was trained with --weight-decay 0.1 (this run: 0.2): pass its settings to --resume it",
         ),
-        (["--n-layer", "3"], "is a model with n_layer 2 (this run: 3): pass its sizes"),
+        (["--n-layer", "3"], "was trained with --n-layer 2 (this run: 3): pass its settings to --resume it"),
     ],
 )
 def test_refuses_a_contradicting_resume(capsys, tmp_path, flags, problem):
@@ -164,6 +164,13 @@ def test_resume_of_a_finished_run_says_it_is_done(capsys, tmp_path):
     assert (log_dir / "console.txt").read_text().splitlines()[-1].endswith(done)
     status, checks, _ = check(capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume")
     assert status == 0 and checks["run"] == ("ok", f"{done}; --resume only says so")
+    # done, but not a run of this size: refused, naming both values, not "done"
+    assert train_gpt2.main([*flags, "--resume", "--n-layer", "3"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"train_gpt2.py: error: {log_dir / 'model_00002.pt'} was trained with --n-layer 2 (this run: 3): "
+        "pass its settings to --resume it"
+    ]
 
 
 def test_hellaswag_offline_names_the_flag_for_a_local_file(capsys, tmp_path, monkeypatch):
