@@ -27,7 +27,7 @@ from longrun.common import EOT, ArgumentParser, UserError, count, fraction, posi
 from longrun.manifest import check_shard_folder
 from longrun.meters import MFU, TimeLeft
 from longrun.run_folder import Console, RunFolder, load_weights, read_checkpoint
-from longrun.stopping import StopRequest, leave_process_group, stop_if_not_finite
+from longrun.stopping import StopRequest, leave_process_group, peer_gone, stop_if_not_finite
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- model
@@ -794,10 +794,13 @@ def main(argv=None):
             # before the loop's own handler, or a second Ctrl-C: stop now, save nothing more
             interrupted="nothing since the last checkpoint was saved (--resume continues from it)",
         )
-    except Exception:
+    except Exception as error:
         if not dist.is_initialized():
             raise
-        traceback.print_exc()  # a bug on one rank: its traceback, then out at once (below)
+        if peer_gone(error):  # another rank failed first, and said why: a traceback here would only bury that
+            print(f"train_gpt2.py: error: rank {dist.get_rank()}: another process of the job stopped", file=sys.stderr)
+        else:
+            traceback.print_exc()  # a bug on one rank: its traceback, then out at once (below)
         code = 1
     finally:
         Console.stop()  # after the error's line, which console.txt holds too

@@ -66,6 +66,14 @@ def stop_if_not_finite(loss, norm, step, run):
     )
 
 
+def peer_gone(error):
+    """Whether a collective failed because another rank of the job is gone (gloo's words for it; NCCL's ranks wait
+    for torchrun to stop them instead)."""
+    return isinstance(error, dist.DistNetworkError) or any(
+        words in str(error) for words in ("Connection closed by peer", "Connection reset by peer")
+    )
+
+
 def leave_process_group(code):
     """Leave the process group on a clean exit; after an error, exit at once. Destroying the group waits for the
     other ranks' pending work (NCCL's can, since torch 2.6), and they wait for this rank at their next collective:

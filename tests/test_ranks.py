@@ -19,8 +19,8 @@ from test_train import ENV, ROOT, TINY
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
-def failing_rank_script(tmp_path, error):
-    """A stand-in for train_gpt2.py whose rank 1 raises `error` in its third training batch. Its
+def failing_rank_script(tmp_path, error, rank=1):
+    """A stand-in for train_gpt2.py whose rank `rank` raises `error` in its third training batch. Its
     destroy_process_group blocks, as NCCL's does for a rank whose peers still wait on it (torch >= 2.6)."""
     script = tmp_path / "failing_rank.py"
     script.write_text(
@@ -32,7 +32,7 @@ def failing_rank_script(tmp_path, error):
         f"calls = []\n"
         f"def next_batch(self):\n"
         f"    calls.append(1)\n"
-        f"    if os.environ['RANK'] == '1' and len(calls) == 3:\n"
+        f"    if os.environ['RANK'] == '{rank}' and len(calls) == 3:\n"
         f"        raise {error}\n"
         f"    return batches(self)\n"
         f"train_gpt2.DataLoaderLite.next_batch = next_batch\n"
@@ -42,8 +42,8 @@ def failing_rank_script(tmp_path, error):
     return script
 
 
-def run_failing(tmp_path, error):
-    script = failing_rank_script(tmp_path, error)
+def run_failing(tmp_path, error, rank=1):
+    script = failing_rank_script(tmp_path, error, rank)
     argv = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 50 --device cpu".split()]
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -71,6 +71,15 @@ def test_a_failing_rank_ends_the_job_at_once(tmp_path):
     assert "Traceback" in proc.stderr and "RuntimeError: CUDA out of memory (simulated)" in proc.stderr
     assert "step     0 " in proc.stdout and "step    49 " not in proc.stdout  # it failed mid-run
     assert seconds < 60  # not the process group's timeout (gloo's and NCCL's: 10 minutes)
+
+
+def test_a_users_mistake_on_one_rank_is_its_one_line_and_the_others_say_they_stopped(tmp_path):
+    # a full disk on rank 0 only (it writes the checkpoints): its line, then rank 1's, whose all-reduce lost its peer
+    proc, seconds = run_failing(tmp_path, "UserError('log: No space left on device (simulated)')", rank=0)
+    assert proc.returncode != 0 and seconds < 60
+    assert "train_gpt2.py: error: log: No space left on device (simulated)" in proc.stderr
+    assert "train_gpt2.py: error: rank 1: another process of the job stopped" in proc.stderr, proc.stderr
+    assert f'File "{ROOT / "train_gpt2.py"}"' not in proc.stderr and "pair.cc" not in proc.stderr  # no rank's traceback
 
 
 # ---- which GPU each rank takes (faked GPUs: the choice is plain arithmetic on what torch reports)
