@@ -7,6 +7,7 @@ samples, curves, export) takes paths as data."""
 import errno
 import json
 import os
+import pty
 import re
 import shlex
 import shutil
@@ -354,6 +355,36 @@ def test_a_full_disk_is_one_line_naming_the_stage_and_its_output_is_not_lost(cor
 
     assert module.tee(os.fdopen(read, "rb"), Full()).errno == errno.ENOSPC
     assert capfd.readouterr().out == "first\nsecond\n"
+
+
+def test_a_first_day_asks_before_downloading_fineweb(tmp_path):
+    """FineWeb-Edu is ~30 GB: said first; without a terminal only --yes goes ahead, on one a "y" does."""
+    argv = [
+        sys.executable,
+        "-m",
+        "tools.reproduce",
+        *SMALL.split(),
+        "--nproc",
+        "1",
+        "--data",
+        "shards",
+        "--log-dir",
+        "log",
+    ]
+    refused = subprocess.run(argv, cwd=tmp_path, env=ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert refused.returncode == 1 and "about\n30 GB of parquet files" in refused.stdout
+    assert refused.stderr == "reproduce.py: error: no terminal to ask whether to download it: pass --yes to go ahead\n"
+    assert list(tmp_path.iterdir()) == []  # nothing made
+    parent, child = pty.openpty()
+    asked = subprocess.Popen(argv, cwd=tmp_path, env=ENV, stdin=child, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(child)
+    os.write(parent, b"n\n")
+    out, err = asked.communicate(timeout=120)
+    os.close(parent)
+    assert asked.returncode == 1 and out.decode().endswith("go ahead? [y/N] ") and list(tmp_path.iterdir()) == []
+    assert err.decode() == "reproduce.py: error: nothing downloaded: pass --files for a local corpus, or --yes\n"
+    agreed = subprocess.run([*argv, "--yes"], cwd=tmp_path, env=ENV, stdin=subprocess.DEVNULL, capture_output=True)
+    assert b"== 1/8 data: python fineweb.py --out shards" in agreed.stdout  # offline here: it fails there
 
 
 def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, capsys):

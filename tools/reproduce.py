@@ -105,6 +105,7 @@ class Reproduction:
         write_atomically(str(self.stages / f"{name}.json"), lambda f: f.write(json.dumps(record, indent=1).encode()))
 
     def run(self):
+        self.ask_before_downloading()
         self.stages.mkdir(parents=True, exist_ok=True)
         self._lock = lock_folder(self.stages)  # one reproduction at a time in a folder (the run holds log/ itself)
         command = {"argv": ["python", "-m", "tools.reproduce", *sys.argv[1:]], "train_gpt2.py": self.argv}
@@ -125,6 +126,17 @@ class Reproduction:
         report_card.write(self.log_dir)
         print(f"reproduce.py: done: {self.log_dir / 'report.md'}")
         return 0
+
+    def ask_before_downloading(self):
+        """A first day downloads FineWeb-Edu: say so, and ask on a terminal (--yes answers for a script)."""
+        if self.ours.files or self.data.exists() or self.ours.yes:
+            return  # a local corpus, or a download begun (and agreed to) before
+        print(f"the data stage downloads FineWeb-Edu sample-10BT from the Hugging Face Hub into {self.data}: about")
+        print("30 GB of parquet files and their Arrow copy in the Hugging Face cache (HF_HOME), then 20 GB of shards")
+        if not sys.stdin.isatty():
+            raise UserError("no terminal to ask whether to download it: pass --yes to go ahead")
+        if input("go ahead? [y/N] ").strip().lower() not in ("y", "yes"):
+            raise UserError("nothing downloaded: pass --files for a local corpus, or --yes")
 
     def stage(self, number, stage, command):
         record, inputs, argv = self.record(stage), self.inputs(number), self.command(stage)
@@ -246,6 +258,7 @@ def parse_args(argv):
     p.add_argument("--shard-size", type=count, metavar="N", help="fineweb.py's --shard-size (default: its own, 1e8)")
     p.add_argument("--price", type=positive_float, metavar="USD", help="per GPU-hour: the report card adds the cost")
     p.add_argument("--export", metavar="DIR", help="export_hf.py's folder (default: --log-dir/hf)")
+    p.add_argument("--yes", action="store_true", help="download FineWeb-Edu without asking (for scripts)")
     p.add_argument("--hellaswag-limit", type=count, metavar="N", help="score the first N examples (a rehearsal)")
     ours, rest = p.parse_known_args(argv)
     if ours.nproc is None:
