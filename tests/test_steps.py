@@ -6,7 +6,9 @@ network in real life runs against the local stand-ins the narration names on its
 """
 
 import io
+import json
 import os
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from try_it import make_stand_ins, run
 from walkthrough.cli import check_series as check
+from walkthrough.cli import main as walkthrough_main
 from walkthrough.history import PART, parts_of
 from walkthrough.narration import TRY_IT, read
 from walkthrough.patches import build, read_steps
@@ -45,7 +48,7 @@ def checkout(history: Path, n: int, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def stand_ins(tmp_path_factory) -> Path:
     pytest.importorskip("transformers")
-    return make_stand_ins(tmp_path_factory.mktemp("stand-ins"))
+    return make_stand_ins(tmp_path_factory.mktemp("stand-ins"), ROOT / "input.txt")
 
 
 def test_series_is_sound():
@@ -111,3 +114,28 @@ def test_the_series_page_lists_every_step_in_its_part():
         assert row in table, f"README lacks {row!r}"
         after = [p for p, at in headings.items() if at < table.index(row)]
         assert after and max(after, key=headings.get) == part, f"{row!r} is not under {part}'s heading"
+
+
+def test_the_stand_ins_command_makes_every_stand_in_a_narration_names(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    (tmp_path / "input.txt").write_text((ROOT / "input.txt").read_text())
+    assert walkthrough_main(["--project", str(tmp_path), "stand-ins"]) == 0
+    folder = tmp_path / "stand-ins"
+    assert capsys.readouterr().out == f"{folder}: tiny-gpt2/, hellaswag.jsonl\n"
+    named = {
+        m for p in PATCHES for _, swap in read(p.narration).swaps for m in re.findall(r"stand-ins/([\w.-]+)", swap)
+    }
+    assert named and all((folder / name).exists() for name in named), named
+    examples = [json.loads(line) for line in (folder / "hellaswag.jsonl").read_text().splitlines()]
+    assert len(examples) == 8 and all(len(e["endings"]) == 4 and e["label"] in range(4) for e in examples)
+    assert transformers.GPT2LMHeadModel.from_pretrained(folder / "tiny-gpt2").config.vocab_size == 50257
+    made = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    assert walkthrough_main(["--project", str(tmp_path), "stand-ins"]) == 0  # again: what is there is kept
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == made
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "stand-ins").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "linked" / "input.txt").write_text("x")
+    assert walkthrough_main(["--project", str(tmp_path / "linked"), "stand-ins"]) == 1
+    assert "is in the way (a link or a file)" in capsys.readouterr().err
+    assert list((tmp_path / "elsewhere").iterdir()) == []  # never written through the link

@@ -1,12 +1,11 @@
 """Run a step's Try-it exactly as its narration writes it, in a checkout of that step, and compare the output.
 
-What needs the network in real life runs against local stand-ins (`make_stand_ins`), linked into the checkout as
+What needs the network in real life runs against local stand-ins (`walkthrough stand-ins`), linked into the checkout as
 `stand-ins/`; a narration names each one it uses on its **Stand-in** line. Used by tests/test_steps.py, and by hand:
 
     python tests/try_it.py FOLDER NARRATION.md     # FOLDER: a checkout of the step (it is written to)
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -17,29 +16,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from walkthrough.narration import NarrationError, mismatch, read, split  # noqa: E402
 from walkthrough.runner import argv_here, env_here  # noqa: E402
+from walkthrough.stand_ins import make_stand_ins  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # beside the reader's environment for a Try-it (env_here: a thread each, as two steps run at once here), offline
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 TIMEOUT = 120  # seconds per command: a Try-it should take well under 30
-
-
-def make_stand_ins(folder: Path) -> Path:
-    """A random GPT-2 saved by transformers, and a HellaSwag file made of Shakespeare."""
-    import torch
-    import transformers
-
-    folder.mkdir(parents=True, exist_ok=True)
-    if not (folder / "tiny-gpt2" / "config.json").exists():
-        torch.manual_seed(0)
-        config = transformers.GPT2Config(n_positions=128, n_embd=32, n_layer=2, n_head=2)  # GPT-2's 50257 tokens
-        transformers.GPT2LMHeadModel(config).save_pretrained(folder / "tiny-gpt2")
-    paragraphs = [p.replace("\n", " ") for p in (ROOT / "input.txt").read_text().split("\n\n")[:40]]
-    with open(folder / "hellaswag.jsonl", "w") as f:
-        for i in range(8):
-            ctx, endings = paragraphs[5 * i][:120], [p[:60] for p in paragraphs[5 * i + 1 : 5 * i + 5]]
-            f.write(json.dumps({"ctx": ctx, "endings": endings, "label": i % 4}) + "\n")
-    return folder
 
 
 def run(folder: Path, narration: str, stand_ins: Path) -> tuple[str | None, str, float]:
@@ -78,7 +60,9 @@ def run(folder: Path, narration: str, stand_ins: Path) -> tuple[str | None, str,
 
 if __name__ == "__main__":
     folder, narration = Path(sys.argv[1]), Path(sys.argv[2]).read_text()
-    problem, out, seconds = run(folder, narration, make_stand_ins(Path(os.environ.get("STAND_INS", "/tmp/stand-ins"))))
+    problem, out, seconds = run(
+        folder, narration, make_stand_ins(Path(os.environ.get("STAND_INS", "/tmp/stand-ins")), ROOT / "input.txt")
+    )
     print(out)
     print(f"--- {seconds:.1f} s: " + (problem or "the output keeps the narration's promise"))
     sys.exit(1 if problem else 0)

@@ -15,6 +15,7 @@ from .errors import WalkthroughError
 from .exercise import Exercise
 from .history import load_series
 from .patches import build, check, export, open_history
+from .stand_ins import make_stand_ins
 
 PROJECT = Path(__file__).resolve().parent.parent  # the project root holds walkthrough/, steps/ and history/
 # The files the series ends at. check() compares every file of the last step with the project's copy anyway; this
@@ -85,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "check", help="verify the series: applies, numbered 1..N, narrated, ends at the project's files"
     )
+    commands.add_parser(
+        "stand-ins",
+        help="make PROJECT/stand-ins, what Try-its use offline: a random GPT-2, HellaSwag examples (the [hf] extra)",
+    )
     exercise = commands.add_parser(
         "exercise",
         help="rebuild step N yourself: a tree at step N-1 next to history/, and a check of what it does",
@@ -146,6 +151,8 @@ def _run(argv: list[str] | None) -> int:
         if problems:
             return 1
         print(f"{steps}: the series is sound")
+    elif args.command == "stand-ins":
+        print(f"{make_stand_ins(args.project / 'stand-ins', args.project / 'input.txt')}: tiny-gpt2/, hellaswag.jsonl")
     elif args.command == "exercise":
         return _exercise(args)
     else:
