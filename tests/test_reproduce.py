@@ -453,3 +453,15 @@ def test_a_report_card_of_a_folder_reproduce_py_never_ran_in_is_refused(tmp_path
         f"report_card.py: error: {tmp_path}/stages/command.json: not found: "
         f"{tmp_path} is not a folder reproduce.py ran in\n"
     )
+
+
+def test_a_report_card_of_a_damaged_record_is_one_line(tmp_path, capsys):
+    stages = tmp_path / "stages"
+    stages.mkdir()
+    (stages / "command.json").write_text(json.dumps({"train_gpt2.py": [], "nproc": 1, "argv": ["python", "x.py"]}))
+    (stages / "samples.json").write_text('{"seconds": "12"}')
+    assert report_card.main([str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"report_card.py: error: stage samples: {stages / 'samples.json'} is damaged: "
+        "delete it, and the stage runs again\n"
+    )

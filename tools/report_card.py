@@ -33,6 +33,18 @@ TARGETS = {
 }
 
 
+def record(stages, stage):
+    """What reproduce.py keeps of a stage in stages/NAME.json ({} before it first ran); a damaged one is one line."""
+    path = stages / f"{stage}.json"
+    try:
+        found = json.loads(path.read_text()) if path.exists() else {}
+        if isinstance(found, dict) and isinstance(found.get("seconds", 0), (int, float)):
+            return found
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise UserError(f"stage {stage}: {path} is damaged: delete it, and the stage runs again")
+
+
 def is_fineweb_edu(data):
     manifest = read_manifest(Path(data)) if Path(data).is_dir() else None
     return bool(manifest) and manifest["settings"].get("dataset") == FINEWEB_EDU
@@ -91,7 +103,7 @@ def collect(log_dir, price=None):
     stages = log_dir / "stages"
     if not (stages / "command.json").is_file():
         raise UserError(f"{stages / 'command.json'}: not found: {log_dir} is not a folder reproduce.py ran in")
-    records = {s: json.loads(p.read_text()) for s in STAGES if (p := stages / f"{s}.json").is_file()}
+    records = {s: record(stages, s) for s in STAGES}
     train = records.get("train", {})
     command = train.get("made_by") or json.loads((stages / "command.json").read_text())
     args = train_gpt2.parse_args(command["train_gpt2.py"])

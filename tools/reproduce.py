@@ -92,14 +92,7 @@ class Reproduction:
     def record(self, stage):
         """stages/NAME.json: what the stage last finished on (inputs, made, token), its time and, for the run, the
         machine it ran on and the command that made its checkpoint."""
-        path = self.stages / f"{stage}.json"
-        try:
-            record = json.loads(path.read_text()) if path.exists() else {}
-            if isinstance(record, dict) and isinstance(record.get("seconds", 0), (int, float)):
-                return record
-        except (ValueError, UnicodeDecodeError):
-            pass
-        raise UserError(f"stage {stage}: {path} is damaged: delete it, and the stage runs again")
+        return report_card.record(self.stages, stage)
 
     def save(self, name, record):
         write_atomically(str(self.stages / f"{name}.json"), lambda f: f.write(json.dumps(record, indent=1).encode()))
