@@ -3,6 +3,9 @@ with one readable line that names the rule they break. Each scenario checks out 
 file the way a learner might, and runs the check as `walkthrough exercise N --check` does (a process in the tree);
 test_exercises.py runs every check at its own step and the one before."""
 
+import time
+from pathlib import Path
+
 import pytest
 
 from check_tags import edited
@@ -190,3 +193,31 @@ def test_every_step_has_its_check():
     assert [slug for slug in checks.CHECKS if slug in SLUGS] == SLUGS
     for slug in SLUGS:
         assert checks.CHECKS[slug].proves, f"{slug}: a check says what passing proves"
+
+
+def sleeping(marker):
+    """The processes running `sleep marker`, from /proc."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes().split(b"\0")[:2] == [b"sleep", marker.encode()]:
+                found.append(cmdline.parent.name)
+        except OSError:  # gone while we looked
+            pass
+    return found
+
+
+@pytest.mark.parametrize("forever", [False, True])
+def test_a_check_ends_every_process_the_learners_code_started(series_history, tmp_path, forever):
+    marker = f"{time.time_ns() % 10**9}.5"  # seconds: a sleep of its own, found by its argument
+    start = f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'])\n" + ("while True: pass\n" if forever else "")
+    tree = edited(
+        series_history,
+        "autograd",
+        tmp_path / "tree",
+        ("import math\n", start + "import math\n"),
+        file="part0/micrograd.py",
+    )
+    (result,) = checks.run(tree, ["autograd"], timeout=20 if forever else 300)
+    assert result.ok != forever, result.message  # it passes, or is stopped at the timeout
+    assert sleeping(marker) == []

@@ -37,11 +37,14 @@ def run(tree: Path, slugs: list[str], timeout: float = 300) -> list[Result]:
         out, err = Path(scratch, "out"), Path(scratch, "err")
         pid = Zygote.fork(tree.resolve(), slugs, out, err)
         deadline = time.monotonic() + timeout
-        while ended(pid) is False:
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                return [Result(s, False, f"the checks were still running after {timeout:g} s", timeout) for s in slugs]
-            time.sleep(0.05)
+        try:
+            while ended(pid) is False:
+                if time.monotonic() > deadline:
+                    late = f"the checks were still running after {timeout:g} s"
+                    return [Result(s, False, late, timeout) for s in slugs]
+                time.sleep(0.05)
+        finally:  # passed, failed, timed out or Ctrl-C: what the learner's code started ends with the run
+            end_group(pid)
         stdout, stderr = out.read_text(errors="replace"), err.read_text(errors="replace")
     results = [Result(**json.loads(line)) for line in stdout.splitlines() if line.startswith("{")]
     if len(results) < len(slugs):  # the process died (a learner's sys.exit at import, a crash): say how
@@ -49,6 +52,14 @@ def run(tree: Path, slugs: list[str], timeout: float = 300) -> list[Result]:
         ran = {result.slug for result in results}
         results += [Result(s, False, f"the check's process ended early: {last}", 0.0) for s in slugs if s not in ran]
     return results
+
+
+def end_group(pid: int) -> None:
+    """Kill the run's process group: the run itself, and every process the learner's code started in it."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # all of them gone already
+        pass
 
 
 def ended(pid: int) -> bool:
@@ -73,7 +84,9 @@ for request in sys.stdin:
     if pid:
         print(pid, flush=True)
         continue
-    # the run: a process started in the tree, as `python -m walkthrough.checks TREE SLUG...` would be
+    # the run: a process started in the tree, as `python -m walkthrough.checks TREE SLUG...` would be, leading a
+    # process group of its own, which ends with it (end_group): nothing the learner's code starts outlives it
+    os.setpgid(0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its own subprocesses are waited for
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a Ctrl-C ends the run, as in any Python program
     for fd, path in ((0, os.devnull), (1, out), (2, err)):  # stdin no longer the zygote's requests
