@@ -70,7 +70,8 @@ def test_lr_schedule_fails_when_the_line_prints_the_maximum(series_history, tmp_
     result = verdict(tree, "lr-schedule")
     assert not result.ok
     assert result.message == (
-        "the lr printed at step 0 of `train_gpt2.py --preset cpu --max-steps 2` (the rate that step trains with): "
+        "the lr printed at step 0 of `train_gpt2.py --n-layer 2 --n-head 2 --n-embd 16 --device cpu --preset cpu "
+        "--data words.txt --vocab-size 1024 --max-steps 2` (the rate that step trains with): "
         "expected 0.0006, found 0.003 (off by 0.0024, 5e-08 allowed)"
     )
 
@@ -124,7 +125,8 @@ def test_grad_accum_fails_when_only_the_printed_loss_is_divided(series_history, 
     )
     result = verdict(tree, "grad-accum")
     assert not result.ok
-    assert result.message.startswith("the printed norm at step 0 of `train_gpt2.py --preset cpu -B 4 --total-batch 512")
+    assert result.message.startswith("the printed norm at step 0 of `train_gpt2.py --n-layer 2 --n-head 2 --n-embd 16 ")
+    assert "--total-batch 512 --preset cpu --data words.txt --vocab-size 1024 -B 4 --max-steps 2`" in result.message
     assert "(2 micro-steps) (against one batch of 8)" in result.message
 
 
@@ -146,7 +148,8 @@ def test_grad_accum_fails_when_tok_per_sec_counts_one_micro_batch(series_history
     result = verdict(tree, "grad-accum")
     assert not result.ok
     assert result.message.startswith(
-        "step 0's tok/sec × dt of `train_gpt2.py --preset cpu -B 4 --total-batch 512 --max-steps 2` (2 micro-steps) "
+        "step 0's tok/sec × dt of `train_gpt2.py --n-layer 2 --n-head 2 --n-embd 16 --device cpu --total-batch 512 "
+        "--preset cpu --data words.txt --vocab-size 1024 -B 4 --max-steps 2` (2 micro-steps) "
         "(the tokens of the whole step): expected 512, found 25"
     ), result.message
 

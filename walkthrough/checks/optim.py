@@ -42,9 +42,13 @@ SETUP = (*PRESET, "--n-embd", "16")
 SMALL_VOCAB = ("--vocab-size", "1024")
 
 
-def shown(own: tuple[str, ...]) -> str:
-    """A run as the learner reads it: `train_gpt2.py --preset cpu` and the check's own flags."""
-    return " ".join(("train_gpt2.py", *PRESET, *own))
+def shown(tree, own: tuple[str, ...]) -> str:
+    """A run as the check makes it, every flag shown, so that its figures can be made again by hand: the tiny model,
+    the check's word list (words.txt, in a scratch folder) and its own flags."""
+    flags = [flag.replace(str(tree.scratch()) + "/", "") for flag in argv(tree, own)]
+    if all(name.startswith("-") for name in flags[::2]):  # every flag with its value: each once, its last value
+        flags = [part for pair in dict(zip(flags[::2], flags[1::2])).items() for part in pair]
+    return " ".join(["train_gpt2.py", *flags])
 
 
 def argv(tree, own: tuple[str, ...]) -> list[str]:
@@ -141,7 +145,7 @@ def snapshot(optimizer, squares: dict[int, float]) -> Step:
 def train_here(tree, *own: str) -> Run:
     """`python train_gpt2.py --preset cpu OWN` on the tiny model, run as the learner's main() in this process,
     recording every optimizer.step() and the gradients' norm before it."""
-    run = Run(shown(own))
+    run = Run(shown(tree, own))
     with backward_norms(tree.name("train_gpt2", "GPT")) as squares:
         with watch(step=lambda optimizer: run.steps.append(snapshot(optimizer, squares))):
             run.text = tree.main(argv(tree, own), f"python {run.command}").stdout
@@ -158,7 +162,7 @@ def ranks(tree, own: tuple[str, ...], nproc: int = 2, timeout: float = 90) -> Ru
     """`torchrun --nproc_per_node=2 train_gpt2.py FLAGS`, started as torchrun starts it: one `python train_gpt2.py`
     per rank with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (without torchrun's own agent
     process, which would cost one more start of torch). What every rank printed, in rank order."""
-    run = Run(shown(own))
+    run = Run(shown(tree, own))
     command = f"torchrun --nproc_per_node={nproc} {run.command}"
     # a second time only where the machine failed the run, not the code: another program took the free port before
     # rank 0 bound it, or gloo aborted a rank as the process group came down (seen, rarely, on a loaded machine)
