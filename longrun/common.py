@@ -29,6 +29,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 ALLOCATOR = "can't allocate memory"  # torch's CPU allocator says so; CUDA's raises torch.OutOfMemoryError
+TIKTOKEN_HOST = "openaipublic.blob.core.windows.net"  # where tiktoken fetches GPT-2's files
 
 
 def memory_asked(error):
@@ -47,9 +48,11 @@ def run_cli(prog, run, too_big="a smaller model, -B or -T", interrupted=None):
         return run() or 0
     except UserError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-    except OSError as e:  # a full disk, a read-only folder, a file that vanished
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"{prog}: error: {where}{e.strerror or e}", file=sys.stderr)
+    except OSError as e:  # a full disk, a read-only folder, a file that vanished, no network
+        where, why = f"{e.filename}: " if e.filename else "", e.strerror or e
+        if TIKTOKEN_HOST in str(e):  # tiktoken could not fetch GPT-2's BPE files
+            why = f"cannot download GPT-2's tokenizer ({TIKTOKEN_HOST}): offline, set TIKTOKEN_CACHE_DIR"
+        print(f"{prog}: error: {where}{why}", file=sys.stderr)
     except (MemoryError, RuntimeError) as e:  # an allocator's refusal: the flags ask for more than the machine has
         if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or ALLOCATOR in str(e)):
             raise

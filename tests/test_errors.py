@@ -689,3 +689,13 @@ def test_a_full_disk_in_a_writers_own_words_is_no_space_left(tmp_path, capsys, m
         with pytest.raises(RuntimeError):
             common.run_cli("x.py", lambda: common.write_atomically(tmp_path / "a.bin", write))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_no_tokenizer_files_and_no_network_is_one_line_naming_the_cache(tmp_path):
+    """tiktoken downloads GPT-2's BPE files on first use: offline with an empty cache, the line says what to set."""
+    (tmp_path / "empty").mkdir()
+    unreachable = "http://127.0.0.1:9"  # a proxy nobody listens on: no network, here or on a machine that has one
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "empty"), "HTTPS_PROXY": unreachable}
+    argv = [sys.executable, "train_gpt2.py", "--preset", "cpu", "--max-steps", "1", "--log-dir", str(tmp_path / "log")]
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    one_line_error(proc, "cannot download GPT-2's tokenizer", "set TIKTOKEN_CACHE_DIR")
