@@ -54,6 +54,10 @@ def run_cli(prog, run, too_big="a smaller model, -B or -T", interrupted=None):
             why = f"cannot download GPT-2's tokenizer ({TIKTOKEN_HOST}): offline, set TIKTOKEN_CACHE_DIR"
         print(f"{prog}: error: {where}{why}", file=sys.stderr)
     except (MemoryError, RuntimeError) as e:  # an allocator's refusal: the flags ask for more than the machine has
+        if any(name in str(e) for name in ("InvalidCxxCompiler", "CppCompileError")):  # torch.compile's toolchain
+            first, fix = str(e).splitlines()[0], "install a C++ compiler and Python's headers, or pass --no-compile"
+            print(f"{prog}: error: torch.compile could not build its code ({first}): {fix}", file=sys.stderr)
+            return 1
         if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or ALLOCATOR in str(e)):
             raise
         print(f"{prog}: error: out of memory: {memory_asked(e)} (try {too_big})", file=sys.stderr)
