@@ -160,3 +160,15 @@ def test_a_diverged_value_is_drawn_around_not_a_crash(tmp_path):
     low, high = ax.get_ylim()
     assert low < 3.2924 < high < 5 and "off the top" in ax.get_title()
     assert plot_log.main([str(log), "-o", str(tmp_path / "curves.png")]) == 0
+
+
+def test_a_run_without_hellaswag_gets_its_loss_across_the_whole_width(tmp_path):
+    """The CPU demo logs no HellaSwag but three health lines: the loss is the top row, none of it left blank."""
+    log = tmp_path / "log.txt"
+    health = "".join(f"{s} lr {6e-4:.4e}\n{s} norm {5.0 / (s + 1):.4f}\n{s} tok_s {1000 + s}\n" for s in range(20))
+    log.write_text(log_lines(20, val_every=5) + health)
+    fig = plot_log.plot(plot_log.read_series(log), fineweb=False, full=False)
+    loss, *row = fig.axes
+    assert len(row) == 3 and all(ax.axison for ax in fig.axes)
+    left, right = loss.get_position(), row[-1].get_position()
+    assert loss.get_title() == "loss" and left.x0 == row[0].get_position().x0 and left.x1 == right.x1

@@ -73,18 +73,17 @@ def plot(series, fineweb, full):
 
     panels = 2 if series["hella"] else 1  # a run without HellaSwag (the cpu preset) gets no empty panel
     health = [kind for kind in HEALTH if series[kind]]
-    columns = max(panels, len(health))
-    fig = Figure(figsize=(5 * columns, 4 * (1 + bool(health))))
-    axes = fig.subplots(1 + bool(health), columns, squeeze=False)
-    top, bottom = axes[0], axes[1] if health else []
+    width = panels * max(len(health), 1)  # grid columns: each row's panels share the whole width, none left empty
+    fig = Figure(figsize=(5 * max(panels, len(health)), 4 * (1 + bool(health))))
+    grid = fig.add_gridspec(1 + bool(health), width)
+    top = [fig.add_subplot(grid[0, i * width // panels : (i + 1) * width // panels]) for i in range(panels)]
     plot_loss(top[0], series, GPT2_124M_VAL_LOSS if fineweb else None, full)
     if series["hella"]:
         plot_hellaswag(top[1], series["hella"])
-    for ax, kind in zip(bottom, health):
+    for i, kind in enumerate(health):
+        ax = fig.add_subplot(grid[1, i * width // len(health) : (i + 1) * width // len(health)])
         ax.plot(*zip(*series[kind]))
         ax.set(xlabel="step", title=HEALTH[kind])
-    for ax in [*top[panels:], *bottom[len(health) :]]:  # places left empty
-        ax.set_axis_off()
     fig.tight_layout()
     return fig
 
