@@ -169,7 +169,7 @@ def test_resume_refuses_another_runs_log(tmp_path):
 def test_resume_refuses_other_sizes_and_settings(tmp_path):
     log_dir = first_run(tmp_path)
     one_line_error(
-        script("train_gpt2.py", *TINY, "--n-layer", 3, "--log-dir", log_dir, "--resume"), "n_layer 2 (this run: 3)"
+        script("train_gpt2.py", *TINY, "--n-layer", 3, "--log-dir", log_dir, "--resume"), "--n-layer 2 (this run: 3)"
     )
     one_line_error(
         script("train_gpt2.py", *TINY, "--seed", 7, "--log-dir", log_dir, "--resume"), "--seed 1337 (this run: 7)"

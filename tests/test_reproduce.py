@@ -290,6 +290,13 @@ def test_a_longer_run_replaces_the_export_and_a_flag_that_changes_nothing_leaves
     assert lower.returncode == 0, lower.stdout + lower.stderr
     assert ran(lower.stdout) == ["preflight", "train"]  # the checkpoint unchanged: nothing after runs
     assert json.loads((log / "report.json").read_text())["command"] == card["command"]
+    # and the first command again: its final checkpoint is there, but the run went on past it
+    shorter = reproduce(command(corpus), folder)
+    assert shorter.returncode == 1 and shorter.stderr == (
+        "reproduce.py: error: stage train: run[1] ? holds a longer run (run[1] ?/model_00006.pt): "
+        "pass its --max-steps\n"
+    )
+    assert json.loads((log / "report.json").read_text())["run"]["steps"] == 6  # the card of the run as it is
 
 
 def test_other_data_under_the_same_name_runs_the_day_again(straight, corpus, tmp_path):

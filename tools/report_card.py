@@ -153,7 +153,7 @@ def markdown(card):
     if hella.get("acc_norm") is not None and not hella["comparable"]:
         lines += ["", f"HellaSwag scored {hella['examples']} examples, not the validation set's "]
         lines[-1] += f"{HELLASWAG_EXAMPLES:,}: its accuracy is not comparable with the targets'."
-    lines += ["", "## Stages", "", "| stage | | wall time |", "|---|---|---|"]
+    lines += ["", "## Stages", "", "| stage | | wall time, all attempts |", "|---|---|---|"]
     lines += [
         f"| {s} | {'done' if t['done'] else 'not done'} | {duration(t['seconds'])} |" for s, t in card["stages"].items()
     ]

@@ -34,6 +34,7 @@ from longrun.common import (
     run_cli,
     write_atomically,
 )
+from longrun.run_folder import checkpoints
 from tools import report_card
 from tools.report_card import STAGES
 
@@ -148,6 +149,10 @@ class Reproduction:
             record["environment"] = report_card.environment()  # the machine the run ran on, for the card
         started, code = time.time(), self.attempt(stage, executable(typed))
         record["seconds"] = record.get("seconds", 0) + time.time() - started
+        saved = checkpoints(self.log_dir) if stage == "train" else []  # by step number
+        if later := saved[saved.index(str(self.final)) + 1 :] if str(self.final) in saved else []:
+            self.save(stage, record | {"done": False})  # the run is past --max-steps: its end is not this command's
+            raise UserError(f"stage train: {self.log_dir} holds a longer run ({later[-1]}): pass its --max-steps")
         if code or self.made(stage) is None:
             self.save(stage, record | {"done": False})
             if self.stopped:
