@@ -2,6 +2,7 @@
 that fineweb.py has not finished or that differs from its manifest, naming the `fineweb.py --verify` command."""
 
 import json
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -202,3 +203,14 @@ def test_the_device_line_counts_this_machines_gpus(monkeypatch):
     assert preflight.check_device(preflight.Plan(args, 4)).startswith("4 x NVIDIA H100")
     with pytest.raises(common.UserError, match="12 processes do not fill machines of 8 GPUs each"):
         preflight.check_device(preflight.Plan(args, 12))
+
+
+def test_a_compiler_that_fails_fails_the_device_check(tmp_path, monkeypatch):
+    """A gcc on PATH that does not work (broken, or the wrong one): found before the run, not at its first step."""
+    for name in ("gcc", "cc"):
+        (tmp_path / name).write_text("#!/bin/sh\necho 'gcc: internal error' >&2\nexit 1\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    args = train_gpt2.parse_args(["--device", "cpu", "--compile"])
+    with pytest.raises(common.UserError, match="torch.compile needs a C compiler that works .*: gcc: internal error"):
+        preflight.check_device(preflight.Plan(args, 1))

@@ -12,6 +12,7 @@ and the run's time from a few measured steps. Exit status 0 only when the run wo
 
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 import time
@@ -117,11 +118,18 @@ def check_device(plan):
 
 
 def compiler_missing():
-    """What torch.compile's code generation needs and this machine lacks (a C compiler, Python's headers), or None."""
-    if not (shutil.which("gcc") or shutil.which("cc")):
+    """What torch.compile's code generation needs and this machine lacks (a C compiler, Python's headers), or None.
+    The compiler is tried on a file that includes Python.h, as Triton's launcher does: one that is there but fails
+    (a broken gcc first on PATH) is found here, not at the run's first step."""
+    if not (cc := shutil.which("gcc") or shutil.which("cc")):
         return "a C compiler (gcc)"
-    if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+    if not os.path.exists(os.path.join(include := sysconfig.get_paths()["include"], "Python.h")):
         return "Python's headers (Python.h: the python3-dev package)"
+    probe = [cc, "-fsyntax-only", "-I", include, "-x", "c", "-"]  # checks the code, writes nothing
+    tried = subprocess.run(probe, input="#include <Python.h>\n", capture_output=True, text=True)
+    if tried.returncode:
+        why = (tried.stderr.strip().splitlines() or [f"exit status {tried.returncode}"])[0]
+        return f"a C compiler that works ({cc} on #include <Python.h>: {why})"
     return None
 
 
