@@ -611,6 +611,36 @@ def test_a_long_run_is_stopped_with_its_whole_process_group(run_history, tmp_pat
     assert _group(leader) <= {"Z"}  # nothing of the group runs (a zombie waits only for init to reap it)
 
 
+STAND_IN_STEP = (
+    "A step that needs OpenAI's weights",
+    "It loads gpt2.\n\n**Try it**\n\n```bash\npython show.py gpt2\n```\n\n"
+    "**Stand-in** (what the checks run, offline): `gpt2` → `stand-ins/tiny-gpt2` (a random GPT-2)\n\n"
+    "**What you should see** (stand-in output: a random GPT-2)\n\n```\nshow.py says: stand-ins/tiny-gpt2\n```\n",
+    {"show.py": "import sys\nprint('show.py says:', *sys.argv[1:])\n"},
+)
+
+
+def test_r_offline_runs_the_stand_in_its_step_names_and_says_so(tmp_path_factory, tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as a machine without the network is (the suite's default too)
+    python = short_python(monkeypatch, "/tmp/wt-python")
+    app, notes = runner(built_history(tmp_path_factory, "stand-in", [STAND_IN_STEP]), tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("r")
+        await until(pilot, finished(app, 0), "the run ends")
+        foot = panel(app)[2]
+        assert app.records[0].lines == [
+            "offline: run with the stand-ins its Stand-in line names",
+            f"$ {python} show.py stand-ins/tiny-gpt2",
+            "show.py says: stand-ins/tiny-gpt2",
+        ]
+        assert foot.startswith("exit 0 · ") and "matches What you should see" in foot and notes == []
+        assert (tmp_path / "runs" / "stand-ins" / "tiny-gpt2" / "config.json").is_file()
+
+    drive(app, keys, SIZE)
+
+
 def test_r_on_another_step_while_one_runs_says_what_it_does_first(run_history, tmp_path):
     app, notes = runner(run_history, tmp_path)
 

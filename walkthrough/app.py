@@ -29,7 +29,7 @@ from .diff import FileDiff, Line, shown
 from .errors import WalkthroughError
 from .history import Match, Series
 from .rows import MAX_ROWS, Layout, Row, diff_layout, file_layout
-from .runner import Record, Run, argv_here, describe_status, plan, verdict, worktree
+from .runner import Record, Run, argv_here, describe_status, plan, runs_folder, verdict, with_stand_ins, worktree
 from .widgets import (
     ConfirmRun,
     DiffView,
@@ -563,8 +563,12 @@ class WalkthroughApp(App[None]):
         if self.active_run is not None or self._starting:
             return
         self._starting = True
+        narration = self.series.steps[index].narration
         try:
             folder, new = await asyncio.to_thread(worktree, self.series, index, self.runs_root)
+            runs = self.runs_root or runs_folder(self.series)
+            if offline_note := await asyncio.to_thread(with_stand_ins, narration, folder, runs):
+                planned = plan(narration, stand_ins=True)
         except WalkthroughError as error:
             self.notify(str(error), severity="error", markup=False)
             return
@@ -573,13 +577,14 @@ class WalkthroughApp(App[None]):
         record = Record(index, folder, new, planned, started=self.clock())
         self.records[index] = record
         self._run_record = record
-        narration = self.series.steps[index].narration
 
         def on_line(line: str) -> None:
             record.lines.append(line)
             if self.show_run and self.index == index:
                 self.query_one(RunPanel).append(line)
 
+        if offline_note:
+            on_line(offline_note)
         self.active_run = Run(planned, folder, on_line, clock=self.clock)
         self.show_run = True
         if self.index == index:

@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +29,9 @@ from pathlib import Path
 from .gitcmd import run_git
 from .history import Series
 from .narration import Command, NarrationError, mismatch, read, split, try_it
+from .stand_ins import make_stand_ins
 
+PROJECT = Path(__file__).resolve().parent.parent  # its input.txt: the HellaSwag stand-in's text
 RUNS = "walkthrough-runs"  # in the git dir: one worktree per step that was run
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is stopped
 # what every Try-it runs with, here and in the test suite's check of it: one thread (the narrations' figures are what
@@ -45,10 +48,11 @@ class Planned:
     refused: str = ""  # why it is not run
 
 
-def plan(narration: str) -> list[Planned]:
-    """The Try-it of a narration as what `r` runs, line by line; [] when there is no Try-it block."""
+def plan(narration: str, stand_ins: bool = False) -> list[Planned]:
+    """The Try-it of a narration as what `r` runs, line by line, with its stand-ins swapped in if asked (what the
+    checks run offline); [] when there is no Try-it block."""
     planned = []
-    for line in try_it(narration):
+    for line in read(narration).checked_commands() if stand_ins else try_it(narration):
         try:
             planned.append(Planned(line, tuple(split(line))))
         except NarrationError as error:
@@ -77,6 +81,31 @@ def shown_command(command: Command) -> str:
     """The argument list as a shell would read it back, with its variables in front."""
     env = [f"{name}={shlex.quote(value)}" for name, value in command.env.items()]
     return " ".join([*env, shlex.join(argv_here(command.argv))])
+
+
+def offline() -> bool:
+    """Whether the Hugging Face Hub is out of reach: its offline switch is on, or it does not answer in 3 s."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return True
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+    except OSError:
+        return True
+    return False
+
+
+def with_stand_ins(narration: str, folder: Path, runs: Path) -> str:
+    """When the step's Try-it needs the network (a **Stand-in** line) and the machine is offline: its stand-ins made
+    in `runs` (once) and linked into the checkout `folder`, and the line that says so; else ""."""
+    try:
+        if not read(narration).swaps or not offline():
+            return ""
+    except NarrationError:
+        return ""
+    made = make_stand_ins(runs / "stand-ins", PROJECT / "input.txt")
+    if not (folder / "stand-ins").is_symlink():
+        (folder / "stand-ins").symlink_to(made, target_is_directory=True)
+    return "offline: run with the stand-ins its Stand-in line names"
 
 
 def runs_folder(series: Series) -> Path:
