@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -687,3 +688,20 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
 )
 def test_parts_of_a_series_titles(titles, parts):
     assert parts_of(titles) == parts
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["python", "-c", "print('micrograd', 1)"], "-c \"print('micrograd', 1)\""),
+        (["ls", "two words", "*", "a$b"], "ls 'two words' '*' 'a$b'"),
+        (["echo", "it's $HOME"], "echo 'it'\"'\"'s $HOME'"),  # a quote and a $: only shlex's way keeps both
+    ],
+)
+def test_the_run_pane_shows_a_command_as_typed_and_as_a_shell_reads_it(argv, words):
+    from walkthrough.narration import Command
+    from walkthrough.runner import argv_here, shown_command
+
+    shown = shown_command(Command(argv, {"GREETING": "hi there"}))
+    assert shown.startswith("GREETING='hi there' ") and shown.endswith(words)
+    assert shlex.split(shown) == ["GREETING=hi there", *argv_here(argv)]  # bash reads back the same words

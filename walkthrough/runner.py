@@ -78,9 +78,17 @@ def env_here(command_env: dict[str, str]) -> dict[str, str]:
 
 
 def shown_command(command: Command) -> str:
-    """The argument list as a shell would read it back, with its variables in front."""
-    env = [f"{name}={shlex.quote(value)}" for name, value in command.env.items()]
-    return " ".join([*env, shlex.join(argv_here(command.argv))])
+    """The argument list as a learner would type it into a shell, with its variables in front."""
+    env = [f"{name}={typed(value)}" for name, value in command.env.items()]
+    return " ".join([*env, *map(typed, argv_here(command.argv))])
+
+
+def typed(word: str) -> str:
+    """One word as a person quotes it: bare where a shell leaves it alone, in single quotes, or in double quotes
+    where it holds a single quote and nothing a shell reads inside double quotes (shlex would write '"'"')."""
+    if "'" in word and not re.search(r'["$`\\!]', word):
+        return f'"{word}"'
+    return shlex.quote(word)
 
 
 def offline() -> bool:
