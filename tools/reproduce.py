@@ -138,7 +138,7 @@ class Reproduction:
         if record.get("done") and record.get("inputs") == inputs and record.get("made") == self.made(stage):
             return print(f"{said} done", flush=True)
         if argv is None:
-            self.finish(stage, record | {"note": f"{self.data} is a text file"}, inputs)
+            self.finish(stage, record | {"note": f"{self.data} is a text file"}, inputs, self.made(stage))
             return print(f"{said} nothing to do ({self.data} is a text file)", flush=True)
         begun = stage in ("preflight", "train") and (self.log_dir / "log.txt").exists()
         typed = [*argv, "--resume"] if begun else argv  # preflight checks, and the run continues, the run begun
@@ -149,28 +149,28 @@ class Reproduction:
             record["environment"] = report_card.environment()  # the machine the run ran on, for the card
         started, code = time.time(), self.attempt(stage, executable(typed))
         record["seconds"] = record.get("seconds", 0) + time.time() - started
-        saved = checkpoints(self.log_dir) if stage == "train" else []  # by step number
-        if later := saved[saved.index(str(self.final)) + 1 :] if str(self.final) in saved else []:
-            self.save(stage, record | {"done": False})  # the run is past --max-steps: its end is not this command's
-            raise UserError(f"stage train: {self.log_dir} holds a longer run ({later[-1]}): pass its --max-steps")
-        if code or self.made(stage) is None:
+        made = self.made(stage)
+        # a later checkpoint than the final one: the run went past --max-steps, its end is not this command's
+        longer = stage == "train" and made and (last := checkpoints(self.log_dir)[-1]) != str(self.final)
+        if code or made is None or longer:
             self.save(stage, record | {"done": False})
+            if longer:
+                raise UserError(f"stage train: {self.log_dir} holds a longer run ({last}): pass its --max-steps")
             if self.stopped:
                 return
             raise UserError(
                 f"stage {stage} did not finish (exit status {code}; its output: {self.stages / stage}.txt):"
                 " put right what it says, then rerun the same command"
             )
-        if stage == "train" and self.made(stage) != record.get("made"):
+        if stage == "train" and made != record.get("made"):
             record["made_by"] = command  # the command whose run wrote the final checkpoint, for the card
-        self.finish(stage, record, inputs)
+        self.finish(stage, record, inputs, made)
         print(f"{said} done in {report_card.duration(record['seconds'])}", flush=True)
 
-    def finish(self, stage, record, inputs):
+    def finish(self, stage, record, inputs, made):
         """The stage's record as done: what it worked on, what it made, and the token the next stage works on: the
         file it made, or else what it worked on (a run given another flag that leaves its checkpoint as it was changes
         nothing after it)."""
-        made = self.made(stage)
         token = hashlib.sha256((inputs if made == "-" else made).encode()).hexdigest()
         self.save(stage, record | {"done": True, "inputs": inputs, "made": made, "token": token})
 
