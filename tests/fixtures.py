@@ -17,3 +17,13 @@ def synthetic_examples(n, seed=0, words=WORDS, context=(3, 40), ending=(1, 20)):
         {"ind": i, "ctx": text(*context), "endings": [text(*ending) for _ in range(4)], "label": rng.randrange(4)}
         for i in range(n)
     ]
+
+
+def failing_compilers(folder, says=""):
+    """A C and C++ toolchain that is there but fails (broken, or the wrong one), to put first on PATH: `folder`,
+    holding gcc, g++, cc, c++, clang and clang++, each printing `says` (if anything) and exiting with status 1."""
+    folder.mkdir(exist_ok=True)
+    for name in ("gcc", "g++", "cc", "c++", "clang", "clang++"):
+        (folder / name).write_text("#!/bin/sh\n" + (f"echo '{says}' >&2\n" if says else "") + "exit 1\n")
+        (folder / name).chmod(0o755)
+    return folder

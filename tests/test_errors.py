@@ -19,6 +19,7 @@ import torch
 
 import fineweb
 import train_gpt2
+from fixtures import failing_compilers
 from longrun import common, run_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -703,11 +704,7 @@ def test_no_tokenizer_files_and_no_network_is_one_line_naming_the_cache(tmp_path
 
 def test_a_compiler_that_does_not_work_is_one_line(tmp_path):
     """preflight finds a gcc on PATH; one that fails (broken, or the wrong one) still ends the run in one line."""
-    bin_ = tmp_path / "bin"
-    bin_.mkdir()
-    for name in ("gcc", "g++", "cc", "c++", "clang", "clang++"):
-        (bin_ / name).write_text("#!/bin/sh\nexit 1\n")
-        (bin_ / name).chmod(0o755)
+    bin_ = failing_compilers(tmp_path / "bin")
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
     argv = [sys.executable, "train_gpt2.py", *TINY, "--compile", "--max-steps", "1", "--log-dir", str(tmp_path / "log")]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

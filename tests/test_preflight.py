@@ -13,6 +13,7 @@ import torch
 
 import fineweb
 import train_gpt2
+from fixtures import failing_compilers
 from longrun import common
 from tools import preflight
 
@@ -207,10 +208,8 @@ def test_the_device_line_counts_this_machines_gpus(monkeypatch):
 
 def test_a_compiler_that_fails_fails_the_device_check(tmp_path, monkeypatch):
     """A gcc on PATH that does not work (broken, or the wrong one): found before the run, not at its first step."""
-    for name in ("gcc", "cc"):
-        (tmp_path / name).write_text("#!/bin/sh\necho 'gcc: internal error' >&2\nexit 1\n")
-        (tmp_path / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    bin_ = failing_compilers(tmp_path / "bin", says="gcc: internal error")
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
     args = train_gpt2.parse_args(["--device", "cpu", "--compile"])
     with pytest.raises(common.UserError, match="torch.compile needs a C compiler that works .*: gcc: internal error"):
         preflight.check_device(preflight.Plan(args, 1))
