@@ -1,27 +1,23 @@
 """
-Tokenize a text corpus with GPT-2's tokenizer into uint16 .npy shards, ready for train_gpt2.py.
+Tokenize FineWeb-Edu's sample-10BT with GPT-2's tokenizer into uint16 .npy shards, ready for train_gpt2.py.
 
-    python fineweb.py              # FineWeb-Edu sample-10BT: the reproduction's 10B tokens, in edu_fineweb10B/
+    python fineweb.py              # 10B tokens from the HF Hub: ~100 shards of 100M tokens in edu_fineweb10B/
     python fineweb.py --verify     # check every shard in edu_fineweb10B/ against its manifest
-    python fineweb.py --files input.txt --out shakespeare_shards --shard-size 50000    # 1 val + 6 train shards
+    python fineweb.py --files input.txt --out shakespeare_shards --shard-size 100000    # tiny shakespeare, offline
 
-Every document is preceded by <|endoftext|> (50256) and the token stream is cut into shards of exactly --shard-size
-tokens (the last one shorter), so a document may straddle two shards. The first shard is validation
-(edufineweb_val_000000.npy), the rest are train (edufineweb_train_000001.npy, ...): token for token the layout of the
-GPT-2 reproduction lecture's fineweb.py, so its loader and ours read the same files. Shards of another source are
-named after it: input_val_000000.npy from --files input.txt.
-A manifest.json beside the shards records the settings, a fingerprint of the source, and each shard's size, document
-count and sha256. A run that was interrupted (Ctrl-C, SIGTERM, kill -9, a full disk) picks up after its last complete
-shard and writes the same bytes an uninterrupted run would have; a source that changed since is refused, not mixed in.
-One run at a time writes a folder: a second one is refused while the first holds OUT/.lock.
+Every document is preceded by <|endoftext|> and the token stream is cut into shards of exactly --shard-size tokens
+(the last one shorter), so a document may straddle two shards. The first shard is validation, the rest are train.
+A manifest.json beside the shards records the settings and each shard's size, document count and sha256. A run that
+was interrupted (Ctrl-C, SIGTERM, kill -9, a full disk) picks up after its last complete shard and writes the same
+bytes an uninterrupted run would have. Ctrl-C or SIGTERM stop it cleanly (the shard being saved is finished), and
+one run at a time writes a folder: a second one is refused while the first holds OUT/.lock.
 """
 
-import argparse
+import glob
 import itertools
 import json
 import multiprocessing
 import os
-import re
 import signal
 import sys
 import threading
@@ -33,27 +29,16 @@ from pathlib import Path
 
 import numpy as np
 import tiktoken
+from datasets import load_dataset
 from tqdm import tqdm
 
 from longrun.common import EOT, ArgumentParser, UserError, count, lock_folder, run_cli, sha256_file, write_atomically
-from longrun.corpus import BUILDERS, bad_input, check_source, describe, load_corpus, source_fingerprint
 from longrun.manifest import read_manifest, shard_problems
 
 FINEWEB = "HuggingFaceFW/fineweb-edu"
-
-
 # FineWeb-Edu documents average ~1,000 tokens, so a task of 256 is ~250k tokens for a worker: long enough that the
 # parent's cost per task (one round trip, one copy of the tokens) is noise, short enough to keep every core busy
 DOCS_PER_TASK = 256
-# a shard is filled in memory while the ones before it are saved: 2**31 uint16 tokens is 4 GiB a buffer, 8 GiB for two,
-# already more than many machines have. The bound turns a typo (1e12: a MemoryError in np.empty) into a one-line error
-MAX_SHARD_SIZE = 2**31
-# saving shards (write, fsync, sha256) took 16-17 CPU-s per billion tokens in all on the parent way of
-# benchmarks/bench_fineweb.py (a virtual disk; 3.3 in one thread alone, more when threads share cores), the thread
-# receiving the workers' batches 1.2-1.4: a saving thread for each 16 workers (12 on a 192-core node) keeps each near
-# that, at the price of one more shard in memory for each thread
-WORKERS_PER_SAVE = 16
-
 
 # ---- tokenizer
 
@@ -64,37 +49,18 @@ assert enc.n_vocab <= 2**16, "uint16 shards need every token id below 65536"
 # ---- command line
 
 
-def shard_size(text):
-    size = count(text)
-    if size > MAX_SHARD_SIZE:
-        raise argparse.ArgumentTypeError(f"at most {MAX_SHARD_SIZE:,} tokens (4 GiB in memory per shard), got {text!r}")
-    return size
-
-
 def parse_args(argv):
     parser = ArgumentParser(
-        prog="fineweb.py", description="Tokenize a corpus with GPT-2's tokenizer into uint16 .npy shards."
+        prog="fineweb.py", description="Tokenize FineWeb-Edu (or local text files) into uint16 .npy shards."
     )
     source = parser.add_argument_group("source (default: FineWeb-Edu sample-10BT, train split, from the HF Hub)")
-    source.add_argument("--dataset", default=FINEWEB, metavar="ID", help=f"a Hugging Face dataset (default: {FINEWEB})")
-    source.add_argument("--name", metavar="CONFIG", help="its config (default: sample-10BT for FineWeb-Edu)")
-    source.add_argument("--split", default="train", help="its split (default: train)")
     source.add_argument(
         "--files",
         nargs="+",
         type=Path,
         metavar="FILE",
-        help=f"local files instead of --dataset ({', '.join(BUILDERS)})",
+        help="local .txt files (one document each) instead of FineWeb-Edu",
     )
-    source.add_argument("--text-field", default="text", metavar="NAME", help="the column with the text (default: text)")
-    source.add_argument(
-        "--sample-by",
-        choices=["document", "paragraph", "line"],
-        default="document",
-        help=".txt files: one document per file (default), per blank-line paragraph, or per line",
-    )
-    source.add_argument("--limit-docs", type=count, metavar="N", help="read only the first N documents (a sample)")
-    source.add_argument("--limit-tokens", type=count, metavar="N", help="stop after N tokens (a sample)")
     output = parser.add_argument_group("output")
     output.add_argument(
         "--out",
@@ -104,23 +70,11 @@ def parse_args(argv):
         help="folder for the shards and manifest.json (default: edu_fineweb10B)",
     )
     output.add_argument(
-        "--prefix",
-        help="shard names: PREFIX_val_000000.npy, PREFIX_train_000001.npy, ... (default: edufineweb for FineWeb-Edu, "
-        "else the first file's or the dataset's name)",
-    )
-    output.add_argument(
         "--shard-size",
-        type=shard_size,
+        type=count,
         default=10**8,
         metavar="N",
-        help=f"tokens per shard, at most {MAX_SHARD_SIZE:,} (default: 1e8, 200 MB)",
-    )
-    output.add_argument(
-        "--val-shards",
-        type=count,
-        default=1,
-        metavar="N",
-        help="how many of the first shards are validation (default: 1)",
+        help="tokens per shard (default: 1e8, 200 MB)",
     )
     parser.add_argument(
         "--workers",
@@ -131,67 +85,63 @@ def parse_args(argv):
     )
     parser.add_argument("--verify", action="store_true", help="check the shards in --out against manifest.json")
     args = parser.parse_args(argv)
-    if args.out.exists() and not args.out.is_dir():
-        parser.error(f"argument --out: {args.out} is a file, not a folder")
-    args.prefix = args.prefix or source_name(args)
-    if "/" in args.prefix or os.sep in args.prefix:
-        parser.error(f"argument --prefix: {args.prefix!r} is a file name's start, not a path")
-    if args.name is None and args.dataset == FINEWEB:
-        args.name = "sample-10BT"  # 10B GPT-2 tokens: the reproduction's budget
+    for path in args.files or []:
+        if not path.is_file():  # datasets would say "Unable to find", or read an escaped name as no rows at all
+            parser.error(f"argument --files: {path}: no such file")
     return args
 
 
-def source_name(args):
-    """The shards' prefix: FineWeb-Edu's keep the lecture's name; others say where they came from, in lower-case
-    letters, digits and dashes: a name any shell and file system take as it is."""
-    if args.dataset == FINEWEB and not args.files:
-        return "edufineweb"
-    name = args.files[0].stem if args.files else Path(args.dataset).name  # HuggingFaceFW/fineweb: fineweb
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "shards"
+# ---- reading the corpus
 
 
-# ---- what the shards are made of: the settings that decide their bytes
+def describe(args):
+    if args.files:
+        return str(args.files[0]) + (f" (and {len(args.files) - 1} more files)" if len(args.files) > 1 else "")
+    return f"{FINEWEB} (sample-10BT, train)"
+
+
+def load_corpus(args):
+    """The corpus as a datasets.Dataset: Arrow files memory-mapped from disk, so a worker can read any rows by index
+    (the parent never touches the text) and a resumed run seeks straight to its document."""
+    if args.files:
+        # datasets reads data_files as glob patterns: escaped, a name (a[1].txt, b*.txt) is the one file it names
+        source = dict(
+            path="text", data_files=[glob.escape(str(f)) for f in args.files], sample_by="document", split="train"
+        )
+    else:
+        source = dict(path=FINEWEB, name="sample-10BT", split="train")
+    return load_dataset(**source).select_columns(["text"])
+
+
+# ---- what the shards are made of
 
 
 def source_settings(args, documents):
     """Everything that decides the shards' bytes. One folder holds the shards of one set of settings only."""
     if args.files:
-        source = {"files": [str(f.resolve()) for f in args.files], "sample_by": args.sample_by}
+        source = {"files": [str(f.resolve()) for f in args.files]}
     else:
-        source = {"dataset": args.dataset, "name": args.name, "split": args.split}
-    return source | {
-        "documents_in_source": documents,
-        "text_field": args.text_field,
-        "tokenizer": enc.name,
-        "prefix": args.prefix,
-        "shard_size": args.shard_size,
-        "val_shards": args.val_shards,
-        "limit_docs": args.limit_docs,
-        "limit_tokens": args.limit_tokens,
-    }
+        source = {"dataset": FINEWEB, "name": "sample-10BT", "split": "train"}
+    return source | {"documents_in_source": documents, "tokenizer": enc.name, "shard_size": args.shard_size}
 
 
 # ---- tokenizing: each worker encodes whole batches of documents, the parent takes the batches in order
 
 corpus_rows = None  # each worker's handle on the corpus, set once by init_worker
-folder_lock = None  # the lock on --out the parent holds while it runs (see prepare)
-
-
-class BadDocument(Exception):
-    """A document a worker cannot tokenize; args: its index in the corpus, and what is wrong with it."""
+folder_lock = None  # the lock on --out that the parent holds while it runs (see prepare)
 
 
 def init_worker(corpus):
     global corpus_rows
     corpus_rows = corpus
-    # Ctrl-C reaches every process, and so does a SIGTERM sent to the whole job: the parent handles both (finishing
-    # the shard it is saving) and stops the workers. A forked worker would otherwise inherit the parent's handler.
+    # Ctrl-C reaches every process of the terminal's job: the parent alone handles it (and SIGTERM), finishing the
+    # shard it is saving and then stopping the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=exit_with_parent, daemon=True).start()
     if folder_lock is not None:
-        # a forked worker shares the parent's lock (flock's lock goes with the open file, and fork copies that): let
-        # go of it, or the lock outlives a parent killed with -9 until the last worker has exited
+        # a forked worker shares the parent's lock (the lock belongs to the open file, which fork copies): let go
+        # of it, or a parent killed with -9 would leave the folder locked until its last worker exits
         folder_lock.close()
 
 
@@ -201,33 +151,15 @@ def exit_with_parent():
     os._exit(1)
 
 
-def read_texts(start, stop):
-    """The texts of documents [start, stop): str, or None where a row has none."""
-    column = corpus_rows.column_names[0]  # the text, the only column load_corpus kept
-    try:
-        texts = corpus_rows[start:stop][column]
-    except UnicodeDecodeError:  # Arrow kept a JSON file's bytes as they were: find the document that is not UTF-8
-        for i in range(start, stop):
-            try:
-                corpus_rows[i]
-            except UnicodeDecodeError as e:
-                raise BadDocument(i, f"not UTF-8 ({e.reason})") from None
-        raise
-    for i, text in enumerate(texts, start):
-        if not isinstance(text, str | None):  # load_corpus refuses columns that are not text; this is the backstop
-            raise BadDocument(i, f"{column!r} is a {type(text).__name__}, not text")
-    return texts
-
-
 def tokenize_rows(start, stop):
     """Tokens of documents [start, stop), each preceded by EOT, and where each document's tokens end."""
-    texts = read_texts(start, stop)
+    texts = corpus_rows[start:stop][corpus_rows.column_names[0]]  # the text, the only column load_corpus kept
     pieces = [np.empty(0, dtype=np.uint32)]  # so that a batch of empty documents concatenates to no tokens
     lengths = np.zeros(len(texts), dtype=np.int64)
     for i, text in enumerate(texts):
         if text:  # empty (or null) documents are skipped, not even an EOT: they are counted as read, nothing more
             # = encode_ordinary (disallowed_special=() makes an "<|endoftext|>" in the text plain text) without building
-            # a Python list of ints: less work. read_texts decoded the texts from UTF-8, so encode_ordinary's fix-up
+            # a Python list of ints: less work. Arrow decoded the texts from UTF-8, so encode_ordinary's fix-up
             # for lone surrogates is never needed. encode_ordinary_batch's threads would compete with our processes.
             ids = enc.encode_to_numpy(text, disallowed_special=())
             pieces += [np.array([EOT], dtype=np.uint32), ids]
@@ -260,46 +192,32 @@ def corpus_position(start, ends, pos):
 
 
 def write_manifest(out, manifest):
-    save_file(out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+    write_atomically(out / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
 
 
 # ---- writing shards (on a background thread, so tokenizing never waits for the disk)
 
 
-def save_file(path, write):
-    """write_atomically, with the file named in its error: a write that fails on a full disk names no file at all."""
-    try:
-        write_atomically(path, write)
-    except OSError as e:
-        e.filename = str(path)  # the file the user knows, not its temporary name
-        raise
-
-
-def save_shard(out, manifest, tokens, entry, previous):
-    """The shard first, then the manifest entry that makes it count: a crash in between only costs a rewrite. Shards
-    are saved side by side, but entries are added in order: after `previous`, the save of the shard before."""
+def save_shard(out, manifest, tokens, entry):
+    """The shard first, then the manifest entry that makes it count: a crash in between only costs a rewrite."""
     path = out / entry["file"]
-    save_file(path, lambda f: np.save(f, tokens))
+    write_atomically(path, lambda f: np.save(f, tokens))
     # encode_ordinary never emits EOT, so each EOT in a shard is one document starting there
     entry.update(documents=int(np.count_nonzero(tokens == EOT)), sha256=sha256_file(path))
-    if previous:
-        previous.result()  # raises what that save raised (a full disk, say): no entry may follow a missing one
     manifest["shards"].append(entry)
     write_manifest(out, manifest)
 
 
 class ShardBuffer:
-    """The shard being filled. A full one goes to a writer thread, and filling goes on in the buffer of a shard
-    already saved (a fresh one while there are fewer than saves + 1)."""
+    """The shard being filled. A full one goes to the writer thread, and filling goes on in a fresh buffer."""
 
-    def __init__(self, out, manifest, writer, saves):
-        self.out, self.manifest, self.writer, self.saves = out, manifest, writer, saves
+    def __init__(self, out, manifest, writer):
+        self.out, self.manifest, self.writer = out, manifest, writer
         self.settings = manifest["settings"]
         self.index = len(manifest["shards"])
         self.tokens = np.empty(self.settings["shard_size"], dtype=np.uint16)
         self.fill = 0
-        self.saving = deque()  # (save, buffer) of the shards before, oldest first, some saves maybe still running
-        self.spare = []  # buffers whose shard is saved, to fill again
+        self.saving = None  # the previous shard's save, maybe still running
 
     def take(self, tokens):
         n = min(len(tokens), len(self.tokens) - self.fill)
@@ -312,59 +230,45 @@ class ShardBuffer:
 
     def save(self, resume_at):
         """Save the shard; `resume_at` is the corpus position right after its last token, where a rerun starts."""
-        while len(self.saving) >= self.saves:  # memory holds `saves` shards saving and this one at most
-            self.spare.append(self.saved_oldest())
-        split = "val" if self.index < self.settings["val_shards"] else "train"
+        self.wait()  # one shard saving at a time, so memory holds two shards at most
+        split = "val" if self.index == 0 else "train"  # the first shard is validation
         entry = {
-            "file": f"{self.settings['prefix']}_{split}_{self.index:06d}.npy",
+            "file": f"edufineweb_{split}_{self.index:06d}.npy",
             "tokens": self.fill,
             "resume_at": {"document": resume_at[0], "token": resume_at[1]},
         }
-        if self.index == 0:  # the manifest first, before any shard lands (side by side, a later one can be first)
+        if self.index == 0:  # the manifest first: the folder is the run's before any shard is saved
             write_manifest(self.out, self.manifest)
-        previous = self.saving[-1][0] if self.saving else None  # none left: every shard before is in the manifest
-        save = self.writer.submit(save_shard, self.out, self.manifest, self.tokens[: self.fill], entry, previous)
-        self.saving.append((save, self.tokens))
+        self.saving = self.writer.submit(save_shard, self.out, self.manifest, self.tokens[: self.fill], entry)
         self.index += 1
-        # a buffer used before, not a fresh one: the first write to each page of a fresh buffer is a page fault, and
-        # with a fresh one for each shard the parent's main thread spent ~3 CPU-s per billion tokens instead of ~1.1
-        self.tokens, self.fill = self.spare.pop() if self.spare else np.empty_like(self.tokens), 0
-
-    def saved_oldest(self):
-        """Wait for the oldest save; its buffer is free."""
-        save, buffer = self.saving.popleft()
-        save.result()  # raises here what the save raised there (a full disk, say)
-        return buffer
+        self.tokens, self.fill = np.empty_like(self.tokens), 0
 
     def wait(self):
-        while self.saving:
-            self.saved_oldest()
+        if self.saving:
+            self.saving.result()  # raises here what the save raised there (a full disk, say)
 
 
 # ---- the run
 
 
-def open_manifest(out, settings, source):
-    """The manifest to continue: the folder's own if it was made with our settings from our source, or a fresh one for
-    an unused folder."""
+def open_manifest(out, settings):
+    """The manifest to continue: the folder's own if it was made with our settings, or a fresh one for an unused
+    folder."""
     manifest = read_manifest(out)
     if manifest is None:
-        if any(out.glob("*.npy")):  # whatever their names: train_gpt2.py would read them all as one corpus
+        if any(out.glob("edufineweb_*.npy")):
             raise UserError(
                 f"{out} holds shards but no manifest.json (written by another tool?): choose another --out or empty it"
             )
-        return {"settings": settings, "source": source, "complete": False, "shards": []}
+        return {"settings": settings, "complete": False, "shards": []}
     if manifest["settings"] != settings:
         differ = sorted(
             k for k in settings.keys() | manifest["settings"].keys() if settings.get(k) != manifest["settings"].get(k)
         )
-        # only the prefix differs: name the one that continues the folder
-        keep = f"--prefix {manifest['settings'].get('prefix')} to continue it, " if differ == ["prefix"] else ""
         raise UserError(
             f"{out} holds shards of other settings ({', '.join(differ)} differ): "
-            f"{keep}choose another --out, or delete {out} to start over"
+            f"choose another --out, or delete {out} to start over"
         )
-    check_source(out, manifest.get("source"), source)
     # a deleted shard (one --verify flagged, say) is rebuilt, and every shard after it
     kept = list(itertools.takewhile(lambda shard: (out / shard["file"]).exists(), manifest["shards"]))
     if len(kept) < len(manifest["shards"]):
@@ -372,43 +276,32 @@ def open_manifest(out, settings, source):
     return manifest
 
 
-def shards_saving(workers):
-    """How many shards may be saving at once: one writer thread for each WORKERS_PER_SAVE workers."""
-    return -(-workers // WORKERS_PER_SAVE)
-
-
 def write_shards(args, corpus, manifest):
     """Tokenize the corpus from where the manifest's last shard ended; return how many documents were read."""
     done = manifest["shards"]
     document, skip = (done[-1]["resume_at"]["document"], done[-1]["resume_at"]["token"]) if done else (0, 0)
     written = sum(shard["tokens"] for shard in done)
-    tokens_left = (args.limit_tokens or sys.maxsize) - written
-    end = (min(len(corpus), args.limit_docs or len(corpus)), 0)  # where reading stops, unless --limit-tokens is first
-    saves = shards_saving(args.workers)
+    end = (len(corpus), 0)  # where reading stops
     with (
         ProcessPoolExecutor(args.workers, initializer=init_worker, initargs=(corpus,)) as pool,
-        ThreadPoolExecutor(max_workers=saves) as writer,
+        ThreadPoolExecutor(max_workers=1) as writer,
         tqdm(total=end[0], initial=document, unit="doc", desc="documents") as docs_bar,
-        tqdm(total=args.limit_tokens, initial=written, unit="tok", unit_scale=True, desc="tokens") as tokens_bar,
+        tqdm(initial=written, unit="tok", unit_scale=True, desc="tokens") as tokens_bar,
     ):
-        shard = ShardBuffer(args.out, manifest, writer, saves)
+        shard = ShardBuffer(args.out, manifest, writer)
         for start, tokens, ends in tokenized_batches(pool, document, end[0], in_flight=2 * args.workers):
             begin, skip = skip, 0  # a resumed run drops what its first document already put in the last shard
             pos = begin
-            while pos < len(tokens) and tokens_left:
-                n = shard.take(tokens[pos : pos + tokens_left])
-                pos, tokens_left = pos + n, tokens_left - n
+            while pos < len(tokens):
+                pos += shard.take(tokens[pos:])
                 if shard.full():
                     shard.save(resume_at=corpus_position(start, ends, pos))
             docs_bar.update(len(ends))
             tokens_bar.update(pos - begin)
-            if not tokens_left:  # --limit-tokens reached, maybe halfway through a document
-                end = corpus_position(start, ends, pos)
-                break
         if shard.fill:
             shard.save(resume_at=end)  # the last shard, shorter than the others
         shard.wait()
-    return end[0] + (end[1] > 0)  # a document cut short by --limit-tokens was read too
+    return end[0]
 
 
 def prepare(args):
@@ -417,7 +310,7 @@ def prepare(args):
     # one run per folder: two would append to one manifest, each with its own idea of the next shard
     global folder_lock
     with lock_folder(args.out) as folder_lock:
-        manifest = open_manifest(args.out, source_settings(args, len(corpus)), source_fingerprint(args, corpus))
+        manifest = open_manifest(args.out, source_settings(args, len(corpus)))
         return finish(args, corpus, manifest)
 
 
@@ -436,15 +329,9 @@ def finish(args, corpus, manifest):
     else:
         print(f"tokenizing {describe(args)} into {args.out} with {args.workers} workers")
     shards_before, tokens_before, started = len(shards), sum(s["tokens"] for s in shards), time.time()
-    try:
-        documents_read = write_shards(args, corpus, manifest)
-    except BadDocument as e:
-        index, problem = e.args
-        raise bad_input(args, f"document {index:,} of {describe(args)} (counting from 0): {problem}") from None
+    documents_read = write_shards(args, corpus, manifest)
     elapsed = time.time() - started
     tokens, documents = sum(s["tokens"] for s in shards), sum(s["documents"] for s in shards)
-    if tokens == 0:
-        raise UserError(f"empty corpus: all {documents_read:,} documents of {describe(args)} are empty")
     manifest.update(complete=True, tokens=tokens, documents=documents, empty_documents=documents_read - documents)
     write_manifest(args.out, manifest)
     print(
@@ -455,8 +342,6 @@ def finish(args, corpus, manifest):
         f"this run: {len(shards) - shards_before} shards, {tokens - tokens_before:,} tokens in {elapsed:.1f} s "
         f"= {(tokens - tokens_before) / elapsed:,.0f} tokens/s with {args.workers} workers"
     )
-    if len(shards) <= args.val_shards:
-        print("note: every token went to validation; a smaller --shard-size leaves some for training", file=sys.stderr)
     return 0
 
 
@@ -483,34 +368,24 @@ def verify(out):
     return 0
 
 
-# ---- the command line's exits: one line for each way a run can stop early
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (kill, a job scheduler, a container stopping): stopped as Ctrl-C stops a run."""
-
-
 def terminate(signum, frame):
-    raise Terminated
+    raise KeyboardInterrupt  # SIGTERM (kill, a job scheduler) stops a run as Ctrl-C does
 
 
 def main(argv=None):
     args = parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGTERM, terminate)
+    resume = "rerun the same command to resume"
     try:
-        too_big = f"a smaller --shard-size: {shards_saving(args.workers) + 1} shards are held in memory at once"
-        return run_cli("fineweb.py", lambda: verify(args.out) if args.verify else prepare(args), too_big)
-    except BrokenProcessPool:
-        print(
-            "fineweb.py: error: a tokenizer process died (out of memory? killed?); rerun the same command to resume",
-            file=sys.stderr,
+        return run_cli(
+            "fineweb.py", lambda: verify(args.out) if args.verify else prepare(args), "a smaller --shard-size"
         )
-    except KeyboardInterrupt as e:  # the with-blocks on the way out saved the shard in hand and stopped the workers
-        print("interrupted: rerun the same command to resume", file=sys.stderr)
-        return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return 1
+    except KeyboardInterrupt:  # the with-blocks on the way out finished the shard being saved and stopped the workers
+        print(f"interrupted: {resume}", file=sys.stderr)
+        return 130
+    except BrokenProcessPool:
+        print(f"fineweb.py: error: a tokenizer process died (out of memory? killed?): {resume}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # a must: with spawn (macOS, Windows) every worker imports this file

@@ -609,7 +609,9 @@ def train(args):
     start_step = run.restore(model, optimizer, train_loader)
     raw_model = model  # the plain module: for checkpoints and sampling
     if compile_on(args, device_type):
-        model = torch.compile(model)
+        # dynamic=False: each shape (validation, HellaSwag, training) gets code of its own; by default a size
+        # that changed would become a variable, and the training step would run code made for any length
+        model = torch.compile(model, dynamic=False)
     if ddp:
         model = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
     eval_model = model.module if ddp else model  # compiled but without DDP's gradient hooks
@@ -761,11 +763,6 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--seed", type=random_seed, default=1337)
     p.add_argument("--log-dir", default="log")
-    p.add_argument(
-        "--tensorboard",
-        action="store_true",
-        help="also write log.txt's metrics as TensorBoard event files, in --log-dir/tensorboard",
-    )
     p.add_argument(
         "--resume",
         nargs="?",

@@ -2,6 +2,7 @@
 Tokenizing throughput and peak memory, side by side on the same cores and corpus:
 
   fineweb.py   batches of documents per task, read by the workers themselves, shards saved on a background thread
+               (the corpus's JSON lines read as its documents)
   lecture      the GPT-2 reproduction lecture's loop: a process pool encoding one document per task (imap,
                chunksize 16), each turned into a numpy array, shards saved in the loop
   limit        what the cores could do at best: cores x tiktoken's single-process encode_ordinary throughput
@@ -128,9 +129,14 @@ class Clock:
         self.busiest_thread_cpu = max(used.values(), default=None)  # of the others: main, receiving the batches, ...
 
 
+def read_jsonl(corpus: Path):
+    return load_dataset("json", data_files=[str(corpus)], split="train").select_columns(["text"])
+
+
 def ours(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, Clock]:
+    # fineweb.py reads a .txt file as one document: the many documents of the corpus come from its JSON lines
+    fineweb.load_corpus = lambda args: read_jsonl(corpus)
     argv = ["--files", str(corpus), "--out", str(out), "--shard-size", str(shard_size), "--workers", str(workers)]
-    argv += ["--prefix", "edufineweb"]  # the lecture's names, so that the shards can be compared file by file
     with Clock() as clock:
         assert fineweb.main(argv) == 0
     return json.loads((out / "manifest.json").read_text())["tokens"], clock
@@ -145,7 +151,7 @@ def lecture(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int
 
 def limit(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, Clock]:
     """encode_ordinary over every document in one process, texts already in memory; an EOT each, as the others."""
-    texts = load_dataset("json", data_files=[str(corpus)], split="train")["text"]
+    texts = read_jsonl(corpus)["text"]
     with Clock() as clock:
         tokens = sum(len(enc.encode_ordinary(text)) + 1 for text in texts)
     clock.seconds /= workers  # the limit: every core as fast as one alone
@@ -160,20 +166,15 @@ def pretokenized(start: int, stop: int) -> tuple:
     return BATCHES[start // fineweb.DOCS_PER_TASK % len(BATCHES)]
 
 
-NODE_CORES = 192  # a big node (2 x 96 cores): the parent way saves as many shards at once as fineweb.py would there
-
-
 def parent(corpus: Path, out: Path, workers: int, shard_size: int) -> tuple[int, Clock]:
     """fineweb.py on a corpus of empty documents (enough for --parent-tokens), its forked workers answering each task
     with one of the real corpus's batches: as if tokenizing took no time at all."""
-    fineweb.corpus_rows = load_dataset("json", data_files=[str(corpus)], split="train").select_columns(["text"])
+    fineweb.corpus_rows = read_jsonl(corpus)
     n = len(fineweb.corpus_rows) // fineweb.DOCS_PER_TASK * fineweb.DOCS_PER_TASK  # whole batches only
     BATCHES.extend(
         fineweb.tokenize_rows(start, start + fineweb.DOCS_PER_TASK) for start in range(0, n, fineweb.DOCS_PER_TASK)
     )
     fineweb.tokenize_rows = pretokenized  # write_shards submits this to the workers, which inherit BATCHES
-    saves = fineweb.shards_saving(NODE_CORES)
-    fineweb.shards_saving = lambda workers: saves
     return ours(empty_corpus(corpus), out, workers, shard_size)
 
 
@@ -309,14 +310,12 @@ def compare(args: argparse.Namespace) -> None:
         f"{ours_['parent CPU-s'] / ours_['tokens'] * 1e9:.1f} CPU-s per billion tokens"
     )
     per_billion = 1e9 / parent_["tokens"]
-    saves = fineweb.shards_saving(NODE_CORES)
-    slowest = max(parent_["busiest thread CPU-s"], parent_["saving CPU-s"] / saves)
+    slowest = max(parent_["busiest thread CPU-s"], parent_["saving CPU-s"])  # one thread saves the shards
     cap = parent_["tokens"] / slowest
     busiest, saving = parent_["busiest thread CPU-s"] * per_billion, parent_["saving CPU-s"] * per_billion
     print(
         f"parent alone (workers answering at once, {parent_['tokens']:,} tokens): {parent_['tokens/s'] / 1e6:.0f} M "
-        f"tokens/s here; CPU-s per billion tokens: its busiest thread {busiest:.2f}, saving shards {saving:.2f} in "
-        f"all ({saves} threads on {NODE_CORES} cores)"
+        f"tokens/s here; CPU-s per billion tokens: its busiest thread {busiest:.2f}, its saving thread {saving:.2f}"
     )
     print(
         f"parent's cap, with a core for each of its threads: {cap / 1e6:.0f} M tokens/s = the output of "

@@ -133,7 +133,7 @@ def stop_signals_held():
     """Ctrl-C, SIGTERM and SIGHUP that arrive inside the block take effect as it ends, with the handlers of the time.
     Python runs its handlers in the main thread whichever thread the kernel picked, so blocking the signals in the
     main thread alone is not enough: there, they are caught and replayed instead. Another thread (fineweb.py's shard
-    writers) cannot set handlers; it blocks them, and the kernel hands them to a thread that will pass them on."""
+    writer) cannot set handlers; it blocks them, and the kernel hands them to a thread that will pass them on."""
     if threading.current_thread() is not threading.main_thread():
         held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:

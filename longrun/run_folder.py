@@ -75,7 +75,6 @@ class RunFolder:
         if self.checkpoint:
             self._check_same_run(log_id)
         self.run_id = self.checkpoint["run_id"] if self.checkpoint else log_id or uuid.uuid4().hex[:12]
-        self.tensorboard = None
         if dist.is_initialized():
             dist.barrier()  # all ranks have looked before the master writes anything
         if master_process:  # checked, so now the folder is ours: a second writer is refused until we exit
@@ -85,9 +84,6 @@ class RunFolder:
             Console.start(self.console_file)  # from here on, what the run prints is also in console.txt
             if args.resume and not self.checkpoint:
                 print(f"{self.dir} holds no checkpoint yet: the run starts again from step 0", file=sys.stderr)
-            if args.tensorboard:  # a resumed run hides what the interrupted one logged after its checkpoint
-                purge_step = (self.checkpoint["step"] if self.checkpoint else 0) if args.resume else None
-                self.tensorboard = summary_writer()(os.path.join(self.dir, "tensorboard"), purge_step=purge_step)
 
     def _check_shared(self, device):
         """Every rank must see the folder that rank 0 writes: on several machines, a filesystem they all share.
@@ -178,9 +174,6 @@ class RunFolder:
     def log(self, step, kind, value):
         with open_no_link(self.log_file, "a") as f:
             f.write(f"{step} {kind} {value}\n")
-        if self.tensorboard:  # a copy for live curves: log.txt stays the record that --resume and plot_log read
-            self.tensorboard.add_scalar(TENSORBOARD_TAGS[kind], float(value), step)
-            self.tensorboard.flush()
 
     def save_checkpoint(self, step, model, optimizer, loader):
         state = {
@@ -196,18 +189,6 @@ class RunFolder:
         }
         state["sha256"] = tensor_digest(state["model"], state["optimizer"])  # checked when it is read
         write_atomically(os.path.join(self.dir, f"model_{step:05d}.pt"), lambda f: torch.save(state, f))
-
-
-# log.txt's kinds: the losses and HellaSwag, and at every step what tells a healthy run from a sick one
-TENSORBOARD_TAGS = {
-    "train": "loss/train",
-    "val": "loss/val",
-    "hella": "hellaswag/acc_norm",
-    "lr": "optim/lr",
-    "norm": "optim/grad_norm",
-    "tok_s": "speed/tokens_per_sec",
-    "mfu": "speed/mfu_percent",
-}
 
 
 class Console:
@@ -268,15 +249,6 @@ class Console:
 
     def __getattr__(self, name):  # isatty, fileno, encoding...: the terminal's
         return getattr(self.stream, name)
-
-
-def summary_writer():
-    """TensorBoard's SummaryWriter class, where the optional tensorboard package is installed."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter  # optional: pip install tensorboard
-    except ImportError:
-        raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
-    return SummaryWriter
 
 
 CKPT = re.compile(r"model_(\d+)\.pt")  # what save_checkpoint names a checkpoint

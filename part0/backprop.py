@@ -54,6 +54,18 @@ def linear_backward(dout, cache):
     return dx, dweight, dbias
 
 
+def embedding_forward(idx, weight):
+    # wte's layout: weight (V, C); idx (...) of token ids -> (..., C), one row of weight per token
+    return weight[idx], (idx, weight.shape)
+
+
+def embedding_backward(dout, cache):
+    idx, shape = cache
+    # a row read at several positions gets the sum of their gradients, as a Value used twice does: a scatter-add
+    # (the token ids are integers: they have no gradient)
+    return torch.zeros(shape, dtype=dout.dtype).index_add_(0, idx.reshape(-1), dout.reshape(-1, shape[-1]))  # (V, C)
+
+
 def layernorm_forward(x, weight, bias, eps=1e-5):
     # each position's C channels shifted to mean 0 and scaled to variance 1, then given a learned scale and shift
     mean = x.mean(dim=-1, keepdim=True)  # (B, T, 1)
@@ -200,6 +212,16 @@ def check_linear(rand, gen):
     return compared("out", out, expected, ours, grads)
 
 
+def check_embedding(rand, gen):
+    idx = torch.randint(V, (B, T), generator=gen)  # 21 positions, 19 token ids: some ids come more than once
+    inputs = {"weight": rand(V, C)}
+    out, cache = embedding_forward(idx, inputs["weight"])
+    dout = rand(*out.shape)
+    ours = {"weight": embedding_backward(dout, cache)}
+    expected, grads = autograd(lambda t: F.embedding(idx, t["weight"]), inputs, dout)
+    return compared("out", out, expected, ours, grads)
+
+
 def check_layernorm(rand, gen):
     inputs = {"x": rand(B, T, C), "weight": rand(C), "bias": rand(C)}
     out, cache = layernorm_forward(inputs["x"], inputs["weight"], inputs["bias"])
@@ -240,6 +262,7 @@ def check_model(rand, gen):
 PIECES = {
     "cross_entropy": check_cross_entropy,
     "linear": check_linear,
+    "embedding": check_embedding,
     "layernorm": check_layernorm,
     "gelu": check_gelu,
     "mlp": check_mlp,

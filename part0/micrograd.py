@@ -64,10 +64,8 @@ class Value:
     def __rtruediv__(self, other):  # 2 / v
         return other * self**-1
 
-    def backward(self):
-        # A Value can feed several others (x * y + x uses x twice); its gradient is complete only when every use has
-        # added its share. So list the graph in topological order, each Value after the Values it was made from,
-        # and walk that list backwards: every Value is then reached after all the Values that use it.
+    def topological_order(self):
+        """Every Value this one was computed from, and itself last, each listed after the Values it was made from."""
         order, seen = [], set()
 
         def visit(v):
@@ -78,8 +76,14 @@ class Value:
                 order.append(v)
 
         visit(self)
+        return order
+
+    def backward(self):
+        # A Value can feed several others (x * y + x uses x twice); its gradient is complete only when every use has
+        # added its share. Walking the topological order backwards reaches every Value after all the Values that
+        # use it.
         self.grad = 1.0  # d(self)/d(self)
-        for v in reversed(order):
+        for v in reversed(self.topological_order()):
             for source, local in v._inputs:
                 source.grad += local * v.grad  # the chain rule; += sums the shares of every use
 

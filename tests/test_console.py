@@ -12,7 +12,6 @@ import torch
 
 import train_gpt2
 from longrun import meters, run_folder
-from tools import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = (
@@ -96,33 +95,6 @@ def logged(log_dir, kind):
     """[(step, value)] of one kind of log.txt's lines."""
     lines = (log_dir / "log.txt").read_text().splitlines()[1:]
     return [(int(step), float(value)) for step, k, value in map(str.split, lines) if k == kind]
-
-
-def test_tensorboard_holds_what_log_txt_holds_once_after_a_resume(tmp_path, train):
-    pytest.importorskip("tensorboard")
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    log_dir = tmp_path / "log"
-    train("--max-steps", 4, "--checkpoint-every", 2, "--log-dir", log_dir, "--tensorboard")
-    (log_dir / "model_00004.pt").unlink()  # as if killed after logging steps 2 and 3: they are logged again
-    train("--max-steps", 4, "--checkpoint-every", 2, "--log-dir", log_dir, "--tensorboard", "--resume")
-    events = EventAccumulator(str(log_dir / "tensorboard"))
-    events.Reload()
-    for kind, tag in [("train", "loss/train"), ("val", "loss/val"), ("lr", "optim/lr"), ("norm", "optim/grad_norm")]:
-        steps, values = zip(*[(e.step, e.value) for e in events.Scalars(tag)])
-        expected_steps, expected_values = zip(*logged(log_dir, kind))
-        assert steps == expected_steps  # each step once: the resumed run's, not the killed one's too
-        assert values == pytest.approx(expected_values, abs=1e-4)
-
-
-def test_tensorboard_without_the_package_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # what an import finds when it is not installed
-    flags = [*TINY, "--data", str(ROOT / "input.txt"), "--log-dir", str(tmp_path / "log"), "--tensorboard"]
-    assert train_gpt2.main(flags) == 1
-    error = "--tensorboard needs the tensorboard package: pip install tensorboard"
-    assert capsys.readouterr().err == f"train_gpt2.py: error: {error}\n"
-    assert preflight.main(flags) == 1  # and preflight says so before the run
-    assert f"run       FAIL  {error}\n" in capsys.readouterr().out
 
 
 def test_a_full_disk_ends_the_copy_on_a_whole_line_and_says_so(tmp_path, capsys, monkeypatch):

@@ -55,7 +55,7 @@ def test_smoke_mode_runs_every_phase(tmp_path, series_history):
     resumed = rows["resume: losses against the uninterrupted run"]
     assert resumed["status"] == "ok" and resumed["details"]["max_train_difference"] == 0
     # sent on step 4's validation line: stopped at step 4 when the signal lands before the check that follows it, at
-    # step 5 when the run got past that check first (on a busy machine the sender reads the line late), as in step 43
+    # step 5 when the run got past that check first (on a busy machine the sender reads the line late), as in step 41
     assert re.match(r"stopped at step [45] ", rows["resume: SIGTERM during an evaluation step"]["measured"])
     worst = rows["resume: worst case from SIGTERM to exit"]
     assert worst["status"] == "ok" and worst["details"]["longest_stretch_s"] < worst["details"]["seconds"]

@@ -94,8 +94,8 @@ def test_a_steps_checkout_runs_its_own_modules_beside_an_editable_install(series
     installs = [d.read_text("direct_url.json") for d in importlib.metadata.distributions(name="build-gpt2")]
     installed = [json.loads(url) for url in installs if url]  # (the source tree's egg-info has none)
     assert [(i["url"], i["dir_info"].get("editable")) for i in installed] == [(ROOT.as_uri(), True)]
-    step = tmp_path / "step-51"
-    tar = subprocess.run(["git", "archive", "step-51"], cwd=series_history, capture_output=True, check=True).stdout
+    step = tmp_path / "step-49"
+    tar = subprocess.run(["git", "archive", "step-49"], cwd=series_history, capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
         archive.extractall(step, filter="data")
     for module in ("train_gpt2.py", "longrun/common.py", "tools/preflight.py"):  # each says where it was loaded from

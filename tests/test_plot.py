@@ -153,7 +153,7 @@ def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
 
 
 def test_a_diverged_value_is_drawn_around_not_a_crash(tmp_path):
-    """A run that diverged logs `inf` or `nan` (step 43 stops it): the zoomed axis is the finite values'."""
+    """A run that diverged logs `inf` or `nan` (step 41 stops it): the zoomed axis is the finite values'."""
     log = tmp_path / "log.txt"
     log.write_text(log_lines(1000, val_every=50) + "1000 val inf\n1000 train nan\n")
     (ax,) = plot_log.plot(plot_log.read_series(log), fineweb=True, full=False).axes

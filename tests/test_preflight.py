@@ -110,19 +110,19 @@ def test_refuses_an_unfinished_shard_folder_and_so_does_the_run(capsys, shards, 
 @pytest.mark.parametrize(
     "damage, problem",
     [
-        (lambda path: path.unlink(), "text_train_000002.npy missing"),
-        (lambda path: np.save(path, np.load(path)[:-1]), "text_train_000002.npy holds 1,499 tokens"),
+        (lambda path: path.unlink(), "edufineweb_train_000002.npy missing"),
+        (lambda path: np.save(path, np.load(path)[:-1]), "edufineweb_train_000002.npy holds 1,499 tokens"),
     ],
 )
 def test_the_run_refuses_shards_that_differ_from_the_manifest(capsys, shards, tmp_path, damage, problem):
-    damage(shards / "text_train_000002.npy")
+    damage(shards / "edufineweb_train_000002.npy")
     assert train_gpt2.main([*TINY, "--data", str(shards), "--log-dir", str(tmp_path / "log")]) == 1
     error = capsys.readouterr().err.strip()
     assert problem in error and error.endswith(f"run python fineweb.py --verify --out {shards}"), error
 
 
 def test_only_preflight_reads_every_byte(capsys, shards, tmp_path):
-    shard = shards / "text_train_000002.npy"
+    shard = shards / "edufineweb_train_000002.npy"
     raw = bytearray(shard.read_bytes())
     raw[-1] ^= 1  # one token changed: the size is right, the sha256 is not
     shard.write_bytes(bytes(raw))

@@ -139,3 +139,33 @@ def test_the_stand_ins_command_makes_every_stand_in_a_narration_names(tmp_path, 
     assert walkthrough_main(["--project", str(tmp_path / "linked"), "stand-ins"]) == 1
     assert "is in the way (a link or a file)" in capsys.readouterr().err
     assert list((tmp_path / "elsewhere").iterdir()) == []  # never written through the link
+
+
+def test_the_stand_ins_command_writes_where_it_runs(tmp_path, monkeypatch, capsys):
+    # a checkout of a step has no steps/: the stand-ins go there all the same, where its Try-it looks for them
+    pytest.importorskip("transformers")
+    checkout = tmp_path / "step-49"
+    checkout.mkdir()
+    monkeypatch.chdir(checkout)
+    assert walkthrough_main(["stand-ins"]) == 0
+    assert capsys.readouterr().out == f"{checkout / 'stand-ins'}: tiny-gpt2/, hellaswag.jsonl\n"
+    assert (checkout / "stand-ins" / "tiny-gpt2" / "config.json").is_file()
+    assert not (ROOT / "stand-ins").is_symlink()
+
+
+def test_a_stand_in_made_meanwhile_by_another_run_is_kept(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    import transformers
+
+    folder = tmp_path / "stand-ins"
+    save = transformers.GPT2LMHeadModel.save_pretrained
+
+    def racing(model, path, *args, **kwargs):  # another run renames its copy into place first
+        save(model, folder / "tiny-gpt2", *args, **kwargs)
+        (folder / "tiny-gpt2" / "theirs").write_text("")
+        save(model, path, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.GPT2LMHeadModel, "save_pretrained", racing)
+    make_stand_ins(folder, ROOT / "input.txt")
+    assert sorted(p.name for p in folder.iterdir()) == ["hellaswag.jsonl", "tiny-gpt2"]  # no copy left aside
+    assert (folder / "tiny-gpt2" / "theirs").exists()

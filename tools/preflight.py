@@ -21,7 +21,6 @@ from pathlib import Path
 import torch
 
 import train_gpt2
-from longrun import run_folder
 from longrun.common import ArgumentParser, UserError, count, lock_folder, run_cli
 from longrun.manifest import read_manifest, shard_problems
 from longrun.meters import duration
@@ -135,8 +134,6 @@ def compiler_missing():
 
 def check_run(plan):
     args = plan.args
-    if args.tensorboard:
-        run_folder.summary_writer()  # the optional package is installed
     if os.path.isdir(args.log_dir):  # a run going on in it holds its lock
         lock_folder(args.log_dir, hold=False)
     run = RunFolder(args, master_process=False, device=None)  # the run's checks, without taking the folder

@@ -31,7 +31,6 @@ SERIES_FILES = (
     "longrun/run_folder.py",
     "longrun/stopping.py",
     "longrun/manifest.py",
-    "longrun/corpus.py",
     "longrun/hellaswag_scoring.py",
     "hellaswag.py",
     "fineweb.py",
@@ -88,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands.add_parser(
         "stand-ins",
-        help="make PROJECT/stand-ins, what Try-its use offline: a random GPT-2, HellaSwag examples (the [hf] extra)",
+        help="make stand-ins/ in the current folder (or PROJECT), what Try-its use offline: a random GPT-2, "
+        "HellaSwag examples (the [hf] extra)",
     )
     exercise = commands.add_parser(
         "exercise",
@@ -133,7 +133,8 @@ def _run(argv: list[str] | None) -> int:
             raise WalkthroughError(
                 f"{here} holds no steps/: run walkthrough exercise in the project's folder, or pass --project DIR"
             )
-        args.project = PROJECT  # reading, building and checking the installed project's series from anywhere
+        if args.command != "stand-ins":  # it writes where the learner stands too: a step's checkout, say
+            args.project = PROJECT  # reading, building and checking the installed project's series from anywhere
     args.project = args.project or here
     if args.repo is not None and len(args.repo) > 2:
         parser.error("--repo takes a PATH and at most one RANGE")
@@ -152,7 +153,8 @@ def _run(argv: list[str] | None) -> int:
             return 1
         print(f"{steps}: the series is sound")
     elif args.command == "stand-ins":
-        print(f"{make_stand_ins(args.project / 'stand-ins', args.project / 'input.txt')}: tiny-gpt2/, hellaswag.jsonl")
+        corpus = next(p for p in (args.project / "input.txt", PROJECT / "input.txt") if p.is_file())
+        print(f"{make_stand_ins(args.project / 'stand-ins', corpus)}: tiny-gpt2/, hellaswag.jsonl")
     elif args.command == "exercise":
         return _exercise(args)
     else:

@@ -1,5 +1,5 @@
 """Local stand-ins for what needs the network: a step's **Stand-in** line names the one its Try-it runs offline, and
-the CPU reproduction can score HellaSwag on one. `walkthrough stand-ins` makes them in PROJECT/stand-ins."""
+the CPU reproduction can score HellaSwag on one. `walkthrough stand-ins` makes them in ./stand-ins."""
 
 from __future__ import annotations
 
@@ -30,7 +30,12 @@ def make_stand_ins(folder: Path, corpus: Path) -> Path:
         aside = folder / f".tiny-gpt2.{os.getpid()}"
         shutil.rmtree(aside, ignore_errors=True)
         transformers.GPT2LMHeadModel(config).save_pretrained(aside)
-        aside.rename(model)
+        try:
+            aside.rename(model)
+        except OSError:  # another run made it meanwhile (its copy is as good as ours), or something went wrong
+            shutil.rmtree(aside, ignore_errors=True)
+            if not model.is_dir():
+                raise
     examples = folder / "hellaswag.jsonl"
     if not examples.is_file():
         paragraphs = [p.replace("\n", " ") for p in corpus.read_text().split("\n\n")[:40]]
