@@ -119,7 +119,8 @@ def load_corpus(args):
 def source_settings(args, documents):
     """Everything that decides the shards' bytes. One folder holds the shards of one set of settings only."""
     if args.files:
-        source = {"files": [str(f.resolve()) for f in args.files]}
+        # each file with its size: a file that grew or shrank since is refused, not mixed in on a resume
+        source = {"files": {str(f.resolve()): f.stat().st_size for f in args.files}}
     else:
         source = {"dataset": FINEWEB, "name": "sample-10BT", "split": "train"}
     return source | {"documents_in_source": documents, "tokenizer": enc.name, "shard_size": args.shard_size}
@@ -134,10 +135,11 @@ folder_lock = None  # the lock on --out that the parent holds while it runs (see
 def init_worker(corpus):
     global corpus_rows
     corpus_rows = corpus
-    # Ctrl-C reaches every process of the terminal's job: the parent alone handles it (and SIGTERM), finishing the
-    # shard it is saving and then stopping the workers
+    # Ctrl-C reaches every process of the terminal's job: the parent alone handles it, finishing the shard it is
+    # saving and then stopping the workers. SIGTERM gets its default back (a forked worker inherits the parent's
+    # handler): it is how the pool stops a worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=exit_with_parent, daemon=True).start()
     if folder_lock is not None:
         # a forked worker shares the parent's lock (the lock belongs to the open file, which fork copies): let go

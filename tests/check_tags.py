@@ -10,7 +10,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 sys.path.insert(0, str(ROOT))
 
 from walkthrough import checks  # noqa: E402
@@ -32,14 +33,48 @@ def tags_by_slug(history: Path) -> dict[str, int]:
     return {step.slug: step.number for step in load_series(history, HISTORY_RANGE).steps if step.slug}
 
 
+def code(line: str) -> str:
+    """A line as Python runs it: without its comment (a # outside quotes) and trailing space."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            quote = None if char == quote and line[i - 1] != "\\" else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
 def edit(tree: Path, *edits: tuple[str, str], file: str = "train_gpt2.py") -> Path:
-    """A learner's change to `file` in `tree`: each (old, new) replaced, where `old` stands there exactly once."""
+    """A learner's change to `file` in `tree`: each (old, new) replaced, where `old`'s code stands there exactly once.
+    The match keys on code alone, so that a reworded comment never moves a test's edit: a piece of one line is
+    looked for outside comments; for several lines, comments, blank lines and indentation (in `old` or in the file)
+    are skipped, and the lines from the first matched to the last become `new`."""
     path = tree / file
-    text = path.read_text(encoding="utf-8")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     for old, new in edits:
-        assert text.count(old) == 1, f"{old!r} is not in {tree.name}/{file} exactly once: update the test"
-        text = text.replace(old, new)
-    path.write_text(text, encoding="utf-8")
+        where = f"{old!r} is not in {tree.name}/{file} exactly once: update the test"
+        if "\n" not in old.rstrip("\n"):  # one line, or a piece of one
+            piece = old.rstrip("\n")
+
+            def places(key):
+                return [i for i, line in enumerate(lines) for _ in range(code(line).count(key))]
+
+            # as it is, or (where it holds a comment) its code alone
+            key, replacement = (piece, new) if places(piece) else (code(piece).strip(), code(new).strip())
+            found = places(key)
+            assert len(found) == 1, where
+            lines[found[0]] = new if old.endswith("\n") else lines[found[0]].replace(key, replacement, 1)
+            continue
+        wanted = [c.strip() for c in map(code, old.splitlines()) if c.strip()]
+        here = [(i, c.strip()) for i, c in enumerate(map(code, lines)) if c.strip()]  # the file's code, by line
+        starts = [k for k in range(len(here) - len(wanted) + 1) if [c for _, c in here[k : k + len(wanted)]] == wanted]
+        assert len(starts) == 1, where
+        first, last = here[starts[0]][0], here[starts[0] + len(wanted) - 1][0]
+        indent = "" if old[0].isspace() else lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+        lines[first : last + 1] = [indent + new + ("" if new.endswith("\n") else "\n")]
+    path.write_text("".join(lines), encoding="utf-8")
     return tree
 
 

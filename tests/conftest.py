@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 sys.path.insert(0, str(ROOT))
 
 # The GPT-2 tokenizer offline: tiktoken reads its BPE files from this cache (see ../shared/README.md).

@@ -1,17 +1,12 @@
 """part0/backprop.py (Part 0's final version) against torch.autograd: every hand-written gradient equals autograd's to
 float64 rounding, on the script's own inputs and on shapes of our own; the script's output is deterministic."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers import run_python
 from part0 import backprop
-
-ROOT = Path(__file__).resolve().parents[1]  # where part0/micrograd.py and part0/backprop.py live
 
 
 def randn(*shape, seed=0):
@@ -70,7 +65,7 @@ def test_layernorm_and_gelu_on_other_shapes():
 
 
 def run(*flags):
-    return subprocess.run([sys.executable, "part0/backprop.py", *flags], cwd=ROOT, capture_output=True, text=True)
+    return run_python("part0/backprop.py", *flags)
 
 
 def test_the_script_passes_and_repeats_itself():

@@ -5,19 +5,16 @@ import re
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
+import helpers
 import train_gpt2
+from helpers import ROOT
 from longrun import meters, run_folder
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = (
-    "--n-layer 2 --n-head 2 --n-embd 32 -B 2 -T 32 --total-batch 64 "
-    "--hellaswag-every 0 --sample-every 0 --device cpu --val-every 2 --val-steps 1"
-).split()
+TINY = [*helpers.TINY, "--val-every", "2", "--val-steps", "1"]  # and a validation every 2 steps
 STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*)")
 
 

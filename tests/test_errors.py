@@ -18,23 +18,19 @@ import pytest
 import torch
 
 import fineweb
+import helpers
 import train_gpt2
 from fixtures import failing_compilers
+from helpers import ROOT
 from longrun import common, run_folder
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = (
-    "--data input.txt --n-layer 2 --n-head 2 --n-embd 32 -B 2 -T 32 --total-batch 64 "
-    "--val-every 0 --hellaswag-every 0 --sample-every 0 --device cpu"
-).split()
+TINY = ["--data", "input.txt", *helpers.TINY]
 
 
 def script(name, *args, timeout=120):
     """`python NAME args` in the project root; a tool (tools/X.py) as users run it, `python -m tools.X`."""
     command = ["-m", name.removesuffix(".py").replace("/", ".")] if str(name).startswith("tools/") else [name]
-    return subprocess.run(
-        [sys.executable, *command, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
+    return helpers.run_python(*command, *args, timeout=timeout)
 
 
 def one_line_error(proc, *words):

@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from check_tags import verify
+from helpers import ROOT
 from walkthrough import checks
 from walkthrough.bookmark import Bookmarks
 from walkthrough.cli import main
 from walkthrough.exercise import Exercise
 from walkthrough.history import load_series
 from walkthrough.patches import HISTORY_RANGE, build, open_history
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ import pytest
 import tiktoken
 
 import fineweb
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SHAKESPEARE = (ROOT / "input.txt").read_text(encoding="utf-8")
 enc = tiktoken.get_encoding("gpt2")
 EOT = enc.eot_token
@@ -400,9 +400,9 @@ def assert_same_shards(out: Path, reference: Path) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
-@pytest.mark.parametrize("interrupt", ["kill the parent", "kill the workers", "ctrl-c", "sigterm"])
+@pytest.mark.parametrize("interrupt", ["kill the parent", "kill the workers", "kill one worker", "ctrl-c", "sigterm"])
 def test_interrupted_run_resumes_to_identical_bytes(tmp_path, capsys, clean_run, interrupt):
-    if interrupt == "kill the workers" and not Path("/proc").is_dir():
+    if interrupt in ("kill the workers", "kill one worker") and not Path("/proc").is_dir():
         pytest.skip("finds the workers' pids in Linux's /proc")
     files, clean = clean_run
     out = tmp_path / "out"
@@ -423,13 +423,16 @@ def test_interrupted_run_resumes_to_identical_bytes(tmp_path, capsys, clean_run,
             if interrupt == "kill the workers":  # as the OOM killer might
                 for pid in descendants(process.pid):
                     os.kill(pid, signal.SIGKILL)
+            elif interrupt == "kill one worker":  # the pool must stop the other one, or the run hangs
+                os.kill(descendants(process.pid)[0], signal.SIGKILL)
             elif interrupt == "ctrl-c":
                 os.killpg(process.pid, signal.SIGINT)  # what the terminal sends to the whole job
             else:
                 os.killpg(process.pid, signal.SIGTERM)  # what `kill`, a job scheduler or a stopping container sends
             # the whole run takes a few seconds: one that went on after the signal would finish, and fail the asserts
             _, err = process.communicate(timeout=300)
-    expected_code = {"kill the parent": -signal.SIGKILL, "kill the workers": 1, "ctrl-c": 130, "sigterm": 130}
+    expected_code = {"kill the parent": -signal.SIGKILL, "kill the workers": 1, "kill one worker": 1}
+    expected_code |= {"ctrl-c": 130, "sigterm": 130}
     assert process.returncode == expected_code[interrupt], err
     if interrupt != "kill the parent":
         assert "rerun the same command to resume" in err.splitlines()[-1] and "Traceback" not in err

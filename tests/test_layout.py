@@ -11,7 +11,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 FOLDERS = ("part0", "longrun", "tools")  # Part 0; the modules a long run needs; the tools around the run
 # the project's modules by their dotted names: the root's scripts, and each folder's modules
 SCRIPTS = sorted(

@@ -5,15 +5,13 @@ import math
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from helpers import ROOT, run_python
 from part0 import micrograd
 from part0.micrograd import MLP, Value
-
-ROOT = Path(__file__).resolve().parents[1]  # where part0/micrograd.py and part0/backprop.py live
 
 
 def both(f, *xs):
@@ -117,7 +115,7 @@ def test_main_is_deterministic(capsys):
     "flags", [["--steps", "0"], ["--lr", "nan"], ["--lr", "-1"], ["--steps", "x"], ["--bogus"], ["--points", "501"]]
 )
 def test_a_bad_flag_is_one_line(flags):
-    done = subprocess.run([sys.executable, "part0/micrograd.py", *flags], cwd=ROOT, capture_output=True, text=True)
+    done = run_python("part0/micrograd.py", *flags)
     assert done.returncode == 1 and done.stdout == ""
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("micrograd.py: error:"), done.stderr
 

@@ -12,16 +12,14 @@ import pytest
 import torch
 
 import fineweb
+import helpers
 import train_gpt2
 from fixtures import failing_compilers
+from helpers import ROOT
 from longrun import common
 from tools import preflight
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = (
-    "--n-layer 2 --n-head 2 --n-embd 32 -B 2 -T 32 --total-batch 64 --max-steps 2 "
-    "--val-every 0 --hellaswag-every 0 --sample-every 0 --device cpu"
-).split()
+TINY = [*helpers.TINY, "--max-steps", "2"]
 
 
 @pytest.fixture(scope="module")

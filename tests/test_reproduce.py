@@ -14,18 +14,17 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from fixtures import synthetic_examples
+from helpers import ROOT
 from tools import report_card
 from tools.report_card import STAGES
 from tools.reproduce import workers
 
-ROOT = Path(__file__).resolve().parents[1]
 # one thread a process: the comparisons below are exact; the project root on the path: the day runs in folders of
 # its own, as `python -m tools.reproduce` from the root would
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -127,7 +126,7 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     train = sum(len(np.load(p)) for p in shards if "_train_" in p.name)
     assert (card["data"]["train_tokens"], card["data"]["val_tokens"]) == (train, 50000)
     assert card["data"]["manifest_sha256"] == report_card.sha256_file(folder / "sh[1] *" / "manifest.json")
-    assert card["data"]["source"] == {"files": [str(corpus)]}
+    assert card["data"]["source"] == {"files": {str(corpus): corpus.stat().st_size}}
     samples = re.findall(r"^sample \d: (.*)$", (log / "stages" / "samples.txt").read_text(), re.M)
     assert card["samples"] == samples and len(samples) == 4
     environment = card["environment"]

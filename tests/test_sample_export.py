@@ -13,16 +13,14 @@ import tiktoken.load
 import torch
 
 import hellaswag
+import helpers
 from fixtures import synthetic_examples
+from helpers import ROOT
 from tools import export_hf, preflight, sample
 from train_gpt2 import GPT
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Hello, I'm a language model,"  # the training run's own prompt, so its printed samples are the oracle
-TINY = (
-    "--data input.txt --n-layer 2 --n-head 2 --n-embd 32 -B 2 -T 32 --total-batch 64 --max-steps 1 "
-    "--val-every 0 --hellaswag-every 0 --sample-every 1 --device cpu"
-).split()
+TINY = ["--data", "input.txt", *helpers.TINY, "--max-steps", "1", "--sample-every", "1"]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import ROOT
 from try_it import make_stand_ins, run
 from walkthrough.cli import check_series as check
 from walkthrough.cli import main as walkthrough_main
@@ -22,7 +23,6 @@ from walkthrough.history import PART, parts_of
 from walkthrough.narration import TRY_IT, read
 from walkthrough.patches import build, read_steps
 
-ROOT = Path(__file__).resolve().parents[1]
 STEPS = ROOT / "steps"
 PATCHES = read_steps(STEPS)
 N_STEPS = len(PATCHES)

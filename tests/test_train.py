@@ -14,15 +14,14 @@ import pytest
 import tiktoken
 import torch
 
+import helpers
 import train_gpt2
+from helpers import ROOT
 from longrun import meters
 from train_gpt2 import GPT, DataLoaderLite, GPTConfig, get_lr, sample
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = (
-    "--n-layer 2 --n-head 2 --n-embd 32 --vocab-size 50304 "
-    "--val-every 0 --hellaswag-every 0 --sample-every 0 --warmup-steps 2 --max-lr 1e-3"
-).split()
+# and the recipe these tests train with: the vocabulary padded as the real run does, a short warmup, a low peak
+TINY = [*helpers.TINY, *"--vocab-size 50304 --warmup-steps 2 --max-lr 1e-3".split()]
 
 
 # one thread per run: the comparisons below are exact, and a thread count that varies with a busy machine's load
@@ -31,15 +30,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run(args, **kwargs):
-    return subprocess.run(
-        [sys.executable, "train_gpt2.py", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=ENV,
-        **kwargs,
-    )
+    return helpers.run_python("train_gpt2.py", *args, env=ENV, **kwargs)
 
 
 def train_losses(log_dir):

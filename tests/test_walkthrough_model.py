@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from git import Git
 
+from helpers import ROOT
 from repos import BIG_LINES, commit, git
 from walkthrough.bookmark import Bookmarks
 from walkthrough.cli import SERIES_FILES, check_series, main
@@ -21,7 +22,6 @@ from walkthrough.patches import build, check, export
 from walkthrough.rows import MAX_ROWS, columns, diff_layout, file_layout
 from walkthrough_fixtures import DEMO_STEPS, INJECTED, LATIN1_NAME, make_hostile_repo, write_series
 
-ROOT = Path(__file__).resolve().parents[1]
 # ---- diffs
 
 

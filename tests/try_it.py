@@ -12,13 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT))
 
 from walkthrough.narration import NarrationError, mismatch, read, split  # noqa: E402
 from walkthrough.runner import argv_here, env_here  # noqa: E402
 from walkthrough.stand_ins import make_stand_ins  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 # beside the reader's environment for a Try-it (env_here: a thread each, as two steps run at once here), offline
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 TIMEOUT = 120  # seconds per command: a Try-it should take well under 30
