@@ -5,6 +5,7 @@ Reproduce GPT-2 (124M): the model, the data, the optimizer and the training run,
     torchrun --standalone --nproc_per_node=8 train_gpt2.py          # the real run on FineWeb-Edu 10B
 """
 
+import functools
 import math
 import os
 import re
@@ -384,6 +385,13 @@ def shard_paths(folder, split):
     return [os.path.join(folder, name) for name in sorted(names)]
 
 
+@functools.cache  # both splits of a text file come from one read
+def text_tokens(path):
+    """A text file's GPT-2 tokens, read and tokenized once however many splits ask for them."""
+    with open(path, encoding="utf-8") as f:
+        return np.array(tiktoken.get_encoding("gpt2").encode_ordinary(f.read()), dtype=np.uint16)
+
+
 def load_split(data, split, min_tokens):
     """The token shards of a split: `*_{split}_NNNNNN.npy` files of a folder made by fineweb.py, or a text file.
     A split must hold min_tokens (one batch for every rank), or its batches would repeat tokens inside themselves."""
@@ -392,8 +400,7 @@ def load_split(data, split, min_tokens):
     if os.path.isfile(data):
         # a plain text file (tiny shakespeare): tokenize it whole, the last 10% is the validation split
         try:
-            with open(data, encoding="utf-8") as f:
-                tokens = np.array(tiktoken.get_encoding("gpt2").encode_ordinary(f.read()), dtype=np.uint16)
+            tokens = text_tokens(data)
         except UnicodeDecodeError as e:
             raise UserError(f"{data} is not UTF-8 text ({e.reason} at byte {e.start})") from None
         cut = int(0.9 * len(tokens))

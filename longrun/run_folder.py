@@ -31,7 +31,6 @@ RESUME_ENTRIES = {
     "optimizer": dict,
     "step": int,
     "loader": dict,
-    "rng": torch.Tensor,
     "args": dict,
     "run_id": str,
     "shards": list,
@@ -155,7 +154,6 @@ class RunFolder:
                     f"holds {len(now)} other ones: resume it on the data it was trained on"
                 )
             loader.load_state_dict(self.checkpoint["loader"])
-            torch.set_rng_state(self.checkpoint["rng"])
         if self.master:  # the log continues from the checkpoint: what the interrupted run logged after it goes
             kept = [line for line in self.log_lines if int(line.split()[0]) < step]
             lines = [f"# run {self.run_id}\n", *kept]
@@ -183,7 +181,6 @@ class RunFolder:
             "config": asdict(model.config),
             "loader": loader.state_dict(),
             "shards": shard_list(loader),  # what the position is a position in
-            "rng": torch.get_rng_state(),
             "args": vars(self.args),
             "run_id": self.run_id,
         }

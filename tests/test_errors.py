@@ -213,7 +213,6 @@ def test_garbage_in_the_log_names_its_line(tmp_path):
                 "step": "2",
                 "config": {},
                 "loader": {},
-                "rng": torch.zeros(1),
                 "args": {},
                 "run_id": "x",
             },

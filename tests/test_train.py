@@ -66,6 +66,10 @@ def test_from_pretrained_matches_transformers(tmp_path):
     hf_config = transformers.GPT2Config(n_positions=64, n_embd=48, n_layer=3, n_head=4, vocab_size=300)
     torch.manual_seed(0)
     hf_model = transformers.GPT2LMHeadModel(hf_config).eval()
+    with torch.no_grad():  # GELU's inputs grown to where its tanh form and the exact one differ (logits by 1e-4)
+        for name, weight in hf_model.named_parameters():
+            if name.endswith("mlp.c_fc.weight"):
+                weight.mul_(25)
     hf_model.save_pretrained(tmp_path)
     model = GPT.from_pretrained(str(tmp_path)).eval()
     idx = torch.randint(0, 300, (2, 40))
