@@ -449,7 +449,8 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path, capsys):
     assert "| HellaSwag acc_norm, 10042 examples | 0.3012 | 0.2955 | OpenAI's GPT-2 124M, as " in report
     assert "| | | 0.337 | GPT-3 124M (the GPT-3 paper, Brown et al. 2020) |" in report
     assert "- 12.00 GPU-hours for the whole day, every GPU of the node: $30.00 at $2.5/GPU-hour" in report
-    assert "MFU 41.0%" in report and card["environment"] == environment
+    assert "- 2,000 tok/s (the median step in log.txt), MFU 41.0%; processes: 8" in report
+    assert card["environment"] == environment
     assert "not comparable" not in report and "code: not a git checkout" in report
 
 

@@ -160,7 +160,7 @@ def markdown(card):
     lines += ["", "## Run", "", f"- {run['steps']:,} of {run['max_steps']:,} steps, {run['tokens']:,} tokens"]
     if run["tok_s"] is not None:
         mfu = f", MFU {run['mfu']:.1f}%" if run["mfu"] is not None else ", MFU not known for this device"
-        lines.append(f"- {run['tok_s']:,.0f} tok/s (the median step in log.txt){mfu}, {run['processes']} processes")
+        lines.append(f"- {run['tok_s']:,.0f} tok/s (the median step in log.txt){mfu}; processes: {run['processes']}")
     if run["day_gpu_hours"] is not None:
         cost = f": ${run['cost']:,.2f} at ${run['price_per_gpu_hour']}/GPU-hour" if run["cost"] else ""
         lines.append(f"- {run['day_gpu_hours']:.2f} GPU-hours for the whole day, every GPU of the node{cost}")
