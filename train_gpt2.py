@@ -647,12 +647,12 @@ def train(args):
             loss = all_reduce_sum([loss.item()], device, ddp)[0] / world_size
             if master_process:
                 print(f"validation loss: {loss:.4f}")
-                run.log(step, "val", f"{loss:.4f}")
+                run.log(step, val=f"{loss:.4f}")
         if hella_examples and (step % args.hellaswag_every == 0 or last_step) and not stop.requested():
             correct_norm, total = hellaswag_accuracy(eval_model, hella_examples, B, device, autocast, ddp)
             if master_process:
                 print(f"HellaSwag accuracy: {int(correct_norm)}/{int(total)}={correct_norm / total:.4f}")
-                run.log(step, "hella", f"{correct_norm / total:.4f}")
+                run.log(step, hella=f"{correct_norm / total:.4f}")
         sampling = args.sample_every > 0 and step > 0 and (step % args.sample_every == 0 or last_step)
         if sampling and not stop.requested() and master_process:
             for i, text in enumerate(sample(raw_model, "Hello, I'm a language model,", 4, 32, device, 42, autocast)):
@@ -689,11 +689,10 @@ def train(args):
                 f"step {step:5d} | loss {loss:.6f} | lr {lr:.4e} | norm {norm:.4f} | dt {1000 * dt:.1f}ms | "
                 f"tok/sec {tokens_per_sec:.0f}{mfu(tokens_per_sec)}{eta(step, dt)}"
             )
-            run.log(step, "train", f"{loss:.6f}")
-            for kind, value in [("lr", f"{lr:.4e}"), ("norm", f"{norm:.4f}"), ("tok_s", f"{tokens_per_sec:.0f}")]:
-                run.log(step, kind, value)
+            health = {"lr": f"{lr:.4e}", "norm": f"{norm:.4f}", "tok_s": f"{tokens_per_sec:.0f}"}
             if mfu.tflops:
-                run.log(step, "mfu", f"{mfu.percent(tokens_per_sec):.1f}")
+                health["mfu"] = f"{mfu.percent(tokens_per_sec):.1f}"
+            run.log(step, train=f"{loss:.6f}", **health)  # one write a step
         if master_process and checkpoint_due(step + 1, args.checkpoint_every, args.max_steps):
             run.save_checkpoint(step + 1, raw_model, optimizer, train_loader)
 

@@ -169,9 +169,10 @@ class RunFolder:
         os.replace(path, aside)
         return f" ({path}, the weights that gave it, is now {aside})"
 
-    def log(self, step, kind, value):
+    def log(self, step, **values):
+        """A line `step kind value` for each of `values`, all of them in one write."""
         with open_no_link(self.log_file, "a") as f:
-            f.write(f"{step} {kind} {value}\n")
+            f.write("".join(f"{step} {kind} {value}\n" for kind, value in values.items()))
 
     def save_checkpoint(self, step, model, optimizer, loader):
         state = {

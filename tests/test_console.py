@@ -1,6 +1,7 @@
 """The run's output on disk: console.txt holds every line the run printed, each after the time it was printed, and
 a resumed run's lines follow the first run's; each step line ends with the time left."""
 
+import os
 import re
 import signal
 import sys
@@ -13,6 +14,7 @@ import helpers
 import train_gpt2
 from helpers import ROOT
 from longrun import meters, run_folder
+from longrun.common import open_no_link
 
 TINY = [*helpers.TINY, "--val-every", "2", "--val-steps", "1"]  # and a validation every 2 steps
 STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*)")
@@ -110,3 +112,19 @@ def test_a_full_disk_ends_the_copy_on_a_whole_line_and_says_so(tmp_path, capsys,
     assert out == "first line\nsecond line\nthird line\n"  # the terminal still shows everything
     assert err == f"warning: {path}: No space left on device; the copy of the output stops here\n"
     assert [line.split(" ", 2)[2] for line in path.read_text().splitlines()] == ["first line"]
+
+
+def test_log_txt_gets_one_write_a_step(tmp_path, train, monkeypatch):
+    """A step's loss and health lines (lr, norm, tok_s) go to log.txt together: the file is opened once a step."""
+    opened = []
+
+    def counting(path, mode):
+        if os.path.basename(path) == "log.txt":
+            opened.append(path)
+        return open_no_link(path, mode)
+
+    monkeypatch.setattr(run_folder, "open_no_link", counting)
+    train("--max-steps", 4, "--val-every", 0, "--log-dir", tmp_path / "log")
+    assert len(opened) == 4
+    kinds = [line.split()[1] for line in (tmp_path / "log" / "log.txt").read_text().splitlines()[1:]]
+    assert kinds == ["train", "lr", "norm", "tok_s"] * 4  # no mfu on a CPU: its peak is not known
