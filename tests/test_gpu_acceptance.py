@@ -41,7 +41,8 @@ def test_smoke_mode_runs_every_phase(tmp_path, series_history):
     assert rows["ladder: rungs run"]["measured"].startswith("2 of 7")
     ladder = [row for row in report["rows"] if row["phase"] == "ladder" and "details" in row]
     assert [row["details"]["slug"] for row in ladder] == ["preset", "weight-decay"]  # the step before tf32, and fused
-    assert all(row["details"]["ms_per_step"] > 0 and row["details"]["own_dt_ms"] is None for row in ladder[:1])
+    # timed by when its step lines were read: 0 ms where a busy machine delivered them together (speed is not tested)
+    assert all(row["details"]["ms_per_step"] >= 0 and row["details"]["own_dt_ms"] is None for row in ladder[:1])
     assert ladder[1]["details"]["own_dt_ms"] > 0  # step 18 prints its own dt, step 10 does not
 
     # the final run: B=8 fails as out of memory (simulated), so B=4 is the largest that fits
