@@ -27,10 +27,10 @@ from longrun import common, run_folder
 TINY = ["--data", "input.txt", *helpers.TINY]
 
 
-def script(name, *args, timeout=120):
+def script(name, *args, timeout=120, **kwargs):
     """`python NAME args` in the project root; a tool (tools/X.py) as users run it, `python -m tools.X`."""
     command = ["-m", name.removesuffix(".py").replace("/", ".")] if str(name).startswith("tools/") else [name]
-    return helpers.run_python(*command, *args, timeout=timeout)
+    return helpers.run_python(*command, *args, timeout=timeout, **kwargs)
 
 
 def one_line_error(proc, *words):
@@ -692,8 +692,7 @@ def test_no_tokenizer_files_and_no_network_is_one_line_naming_the_cache(tmp_path
     (tmp_path / "empty").mkdir()
     unreachable = "http://127.0.0.1:9"  # a proxy nobody listens on: no network, here or on a machine that has one
     env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "empty"), "HTTPS_PROXY": unreachable}
-    argv = [sys.executable, "train_gpt2.py", "--preset", "cpu", "--max-steps", "1", "--log-dir", str(tmp_path / "log")]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = script("train_gpt2.py", "--preset", "cpu", "--max-steps", 1, "--log-dir", tmp_path / "log", env=env)
     one_line_error(proc, "cannot download GPT-2's tokenizer", "set TIKTOKEN_CACHE_DIR")
 
 
@@ -701,6 +700,6 @@ def test_a_compiler_that_does_not_work_is_one_line(tmp_path):
     """preflight finds a gcc on PATH; one that fails (broken, or the wrong one) still ends the run in one line."""
     bin_ = failing_compilers(tmp_path / "bin")
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
-    argv = [sys.executable, "train_gpt2.py", *TINY, "--compile", "--max-steps", "1", "--log-dir", str(tmp_path / "log")]
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    argv = [*TINY, "--compile", "--max-steps", 1, "--log-dir", tmp_path / "log"]
+    proc = script("train_gpt2.py", *argv, env=env, timeout=300)
     one_line_error(proc, "torch.compile could not build its code (InvalidCxxCompiler", "pass --no-compile")

@@ -15,7 +15,7 @@ from .errors import WalkthroughError
 from .exercise import Exercise
 from .history import load_series
 from .patches import build, check, export, open_history
-from .stand_ins import make_stand_ins
+from .stand_ins import CORPUS, make_stand_ins
 
 PROJECT = Path(__file__).resolve().parent.parent  # the project root holds walkthrough/, steps/ and history/
 # The files the series ends at. check() compares every file of the last step with the project's copy anyway; this
@@ -153,8 +153,9 @@ def _run(argv: list[str] | None) -> int:
             return 1
         print(f"{steps}: the series is sound")
     elif args.command == "stand-ins":
-        corpus = next(p for p in (args.project / "input.txt", PROJECT / "input.txt") if p.is_file())
-        print(f"{make_stand_ins(args.project / 'stand-ins', corpus)}: tiny-gpt2/, hellaswag.jsonl")
+        corpus = args.project / "input.txt"  # the project's own, or the installed one's where it has none
+        made = make_stand_ins(args.project / "stand-ins", corpus if corpus.is_file() else CORPUS)
+        print(f"{made}: tiny-gpt2/, hellaswag.jsonl")
     elif args.command == "exercise":
         return _exercise(args)
     else:

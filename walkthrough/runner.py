@@ -31,7 +31,6 @@ from .history import Series
 from .narration import Command, NarrationError, mismatch, read, split, try_it
 from .stand_ins import make_stand_ins
 
-PROJECT = Path(__file__).resolve().parent.parent  # its input.txt: the HellaSwag stand-in's text
 RUNS = "walkthrough-runs"  # in the git dir: one worktree per step that was run
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is stopped
 # what every Try-it runs with, here and in the test suite's check of it: one thread (the narrations' figures are what
@@ -110,7 +109,7 @@ def with_stand_ins(narration: str, folder: Path, runs: Path) -> str:
             return ""
     except NarrationError:
         return ""
-    made = make_stand_ins(runs / "stand-ins", PROJECT / "input.txt")
+    made = make_stand_ins(runs / "stand-ins")
     if not (folder / "stand-ins").is_symlink():
         (folder / "stand-ins").symlink_to(made, target_is_directory=True)
     return "offline: run with the stand-ins its Stand-in line names"

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from .errors import WalkthroughError
 
+CORPUS = Path(__file__).resolve().parent.parent / "input.txt"  # tiny shakespeare: the HellaSwag stand-in's text
 
-def make_stand_ins(folder: Path, corpus: Path) -> Path:
+
+def make_stand_ins(folder: Path, corpus: Path = CORPUS) -> Path:
     """folder/tiny-gpt2 (a random GPT-2 of GPT-2's vocabulary, saved by transformers, for `--pretrained gpt2`) and
     folder/hellaswag.jsonl (8 HellaSwag-format examples made of the corpus's paragraphs); each written aside and
     renamed into place, so a killed run leaves nothing half-made under their names. What is there already is kept."""
