@@ -1,4 +1,5 @@
-"""walkthrough: build, export and check the step series, or read it (or any repository's history) in the terminal.
+"""walkthrough: build, export and check the step series, or read it (or any repository's history) in the terminal,
+or in a browser (serve).
 
 A mistake the user can fix (a bad flag, a missing folder, a bad range) is one line on stderr and exit code 1.
 """
@@ -6,6 +7,7 @@ A mistake the user can fix (a bad flag, a missing folder, a bad range) is one li
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -90,6 +92,15 @@ def _parser() -> argparse.ArgumentParser:
         help="make stand-ins/ in the current folder (or PROJECT), what Try-its use offline: a random GPT-2, "
         "HellaSwag examples (the [hf] extra)",
     )
+    serving = commands.add_parser(
+        "serve",
+        help="the reader in a browser, at http://localhost:PORT (the [serve] extra)",
+        description="Serve the reader of the project (the current folder where it holds steps/, or the one given "
+        "before the command: walkthrough --project DIR serve --port 8000) to a browser on this machine, at "
+        "http://localhost:PORT: each tab runs a reader of its own, every key as in the terminal, r included. "
+        "Needs textual-serve: pip install -e '.[serve]'.",
+    )
+    serving.add_argument("--port", type=int, default=8000, help="the port on localhost (default: 8000)")
     exercise = commands.add_parser(
         "exercise",
         help="rebuild step N yourself: a tree at step N-1 next to history/, and a check of what it does",
@@ -158,6 +169,8 @@ def _run(argv: list[str] | None) -> int:
         print(f"{made}: tiny-gpt2/, hellaswag.jsonl")
     elif args.command == "exercise":
         return _exercise(args)
+    elif args.command == "serve":
+        _serve(args)
     else:
         return _read(args)
     return 0
@@ -189,6 +202,17 @@ def _exercise(args: argparse.Namespace) -> int:
 
 def _read(args: argparse.Namespace) -> int:
     return _show(load_series(*args.repo) if args.repo else open_history(args.project))
+
+
+def _serve(args: argparse.Namespace) -> None:
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        raise WalkthroughError("walkthrough serve needs textual-serve: pip install -e '.[serve]'") from None
+    open_history(args.project)  # built (or found wrong) once, here, before any tab waits on it
+    reader = [sys.executable, "-m", "walkthrough", "--project", str(args.project.resolve())]
+    # textual-serve starts one reader a browser tab, from a shell command line: ours, each argument quoted
+    Server(shlex.join(reader), host="localhost", port=args.port, title="walkthrough").serve()
 
 
 def _show(series) -> int:
