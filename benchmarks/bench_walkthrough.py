@@ -35,7 +35,7 @@ from textual.highlight import highlight  # noqa: E402
 
 from walkthrough.gitcmd import ISOLATED  # noqa: E402
 from walkthrough.patches import build  # noqa: E402
-from walkthrough.widgets import Code  # noqa: E402
+from walkthrough.diff_view import Code  # noqa: E402
 from walkthrough_fixtures import write_series  # noqa: E402
 
 STEPS = 30

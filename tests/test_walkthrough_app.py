@@ -21,10 +21,17 @@ from repos import BIG_LINES, ENV, git
 from walkthrough.app import WalkthroughApp
 from walkthrough.bookmark import Bookmarks
 from walkthrough.cli import main
+from walkthrough.confirm_screen import ConfirmRun
+from walkthrough.diff_view import DiffView
+from walkthrough.file_list import FileList
+from walkthrough.help_screen import HelpScreen, key_rows
 from walkthrough.history import load_series
+from walkthrough.narration_view import Narration
 from walkthrough.patches import HISTORY_RANGE, build
+from walkthrough.reader_screen import ReaderScreen
 from walkthrough.rows import MAX_ROWS
-from walkthrough.widgets import ConfirmRun, DiffView, FileList, HelpScreen, Narration, RunPanel, StepList
+from walkthrough.run_panel import RunPanel
+from walkthrough.step_list import StepList
 from walkthrough_fixtures import DEMO_STEPS, INJECTED, LONG_COMMAND, RUN_STEPS, make_hostile_repo, write_series
 
 SIZE = (120, 40)
@@ -47,6 +54,7 @@ def drive(app: WalkthroughApp, steps, size) -> None:
 
     async def run() -> None:
         async with app.run_test(size=size) as pilot:
+            await pilot.pause()  # the reader's screen lays itself out at its size once it has mounted
             await steps(pilot)
 
     asyncio.run(run())
@@ -82,10 +90,10 @@ def test_step_keys_move_through_the_series(demo_history, tmp_path):
         for key, index in [("n", 1), ("right", 2), ("p", 1), ("left", 0), ("G", 4), ("g", 0)]:
             await pilot.press(key)
             steps = app.query_one(StepList)
-            assert app.index == index and steps.step_at[steps.highlighted] == index
+            assert app.reader.index == index and steps.step_at[steps.highlighted] == index
         await pilot.press("p")
         await pilot.press("G", "n")
-        assert app.index == 4 and notes == ["This is the first step.", "This is the last step."]
+        assert app.reader.index == 4 and notes == ["This is the first step.", "This is the last step."]
         assert title(app) == "Step 5/5 · Keep the sample text"
         assert "The first step's sample becomes the test text" in app.query_one(Narration).document.source
         assert diff_lines(app)[:2] == ["R input.txt → data/sample.txt   +0 −0", "no change to the content"]
@@ -98,11 +106,11 @@ def test_jump_to_a_step_number(demo_history, tmp_path):
 
     async def keys(pilot):
         await pilot.press("colon", "4", "enter")
-        assert app.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
+        assert app.reader.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
         await pilot.press("colon", "9", "9", "enter")
-        assert app.index == 3 and notes == ["No step '99': enter a number from 1 to 5."]
+        assert app.reader.index == 3 and notes == ["No step '99': enter a number from 1 to 5."]
         await pilot.press("colon", "2", "escape")
-        assert app.index == 3 and not app.query_one("#prompt").display
+        assert app.reader.index == 3 and not app.query_one("#prompt").display
         assert app.focused is app.query_one(DiffView)  # focus goes back where it was
 
     drive(app, keys, SIZE)
@@ -116,7 +124,7 @@ def test_search_narration_and_diffs_then_next_and_previous_match(demo_history, t
         assert notes == ["No search yet: press / to search."]
         await pilot.press("slash", *"c_attn", "enter")
         # the first match from step 1 is step 4's narration ("Names follow ... (`c_attn`, `c_proj`)")
-        assert app.index == 3 and status(app) == "step-04 · unified · match 1/3"
+        assert app.reader.index == 3 and status(app) == "step-04 · unified · match 1/3"
         await pilot.press("N")
         assert status(app).endswith("match 2/3")
         current = [line for line in diff_lines(app) if "c_attn" in line]
@@ -124,13 +132,13 @@ def test_search_narration_and_diffs_then_next_and_previous_match(demo_history, t
         await pilot.press("P", "P")
         assert status(app).endswith("match 3/3")  # wraps around
         await pilot.press("slash", *"Shakespeare", "enter")
-        assert app.index == 0 and status(app).endswith("match 1/1")
+        assert app.reader.index == 0 and status(app).endswith("match 1/1")
         await pilot.press("n")  # another step: no match here, so no counter; N still goes on from the match
         assert status(app) == "step-02 · unified"
         await pilot.press("N")
-        assert app.index == 0 and status(app).endswith("match 1/1")
+        assert app.reader.index == 0 and status(app).endswith("match 1/1")
         await pilot.press("slash", *"no such/words", "enter")  # inside the prompt, / is text
-        assert notes[-1] == "No match for 'no such/words'." and app.match is None
+        assert notes[-1] == "No match for 'no such/words'." and app.reader.match is None
 
     drive(app, keys, SIZE)
 
@@ -180,15 +188,15 @@ def test_file_list_clicks_and_tab_focus(demo_history, tmp_path):
     async def keys(pilot):
         files = app.query_one(FileList)
         assert files.display and files.option_count == 2  # step 1 adds input.txt and train_gpt2.py
-        assert app.path == "train_gpt2.py"  # the code first, the data after it
+        assert app.reader.path == "train_gpt2.py"  # the code first, the data after it
         assert diff_lines(app)[0].startswith("A train_gpt2.py")
         await pilot.click(FileList, offset=(4, 1))
-        assert app.path == "input.txt"
+        assert app.reader.path == "input.txt"
         assert any(line.startswith("A input.txt") for line in diff_lines(app))
         await pilot.press("f")
         assert diff_lines(app)[0] == "input.txt at step-01"
         await pilot.click(StepList, offset=(4, 3))
-        assert app.index == 3
+        assert app.reader.index == 3
         assert not app.query_one(FileList).display  # one file: no list
         app.query_one(StepList).focus()
         seen = []
@@ -208,16 +216,19 @@ def test_copied_checkout_runs_as_exactly_one_checkout_in_a_shell(tmp_path):
     copied = []
 
     async def keys(pilot):
-        for _ in range(app.step_count):
+        for _ in range(len(app.reader.series.steps)):
             await pilot.press("c", "n")
             copied.append(app.clipboard)
 
     drive(app, keys, SIZE)
-    assert copied[0] == f"git -C {repo} {app.series.steps[0].checkout.removeprefix('git ')}" and INJECTED in copied[0]
+    assert (
+        copied[0] == f"git -C {repo} {app.reader.series.steps[0].checkout.removeprefix('git ')}"
+        and INJECTED in copied[0]
+    )
     branches = git(repo, "for-each-ref", "refs/heads")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    for step, command in zip(app.series.steps, copied, strict=True):
+    for step, command in zip(app.reader.series.steps, copied, strict=True):
         clone = tmp_path / f"clone-{step.number}"
         shutil.copytree(repo, clone)
         command = command.replace(f"-C {repo} ", f"-C {clone} ")
@@ -296,7 +307,7 @@ def test_edit_opens_a_copy_of_the_file_at_this_step_and_removes_it(demo_history,
         path, content = record.read_text().split("\n", 1)
         assert path.endswith("/step-02/train_gpt2.py") and content == DEMO_STEPS[1][2]["train_gpt2.py"]
         assert events == ["suspended", "resumed"] and notes == []
-        assert not Path(path).exists() and list(app._copies.iterdir()) == []  # gone when the editor exits
+        assert not Path(path).exists() and list(app.reader.copies.root.iterdir()) == []  # gone when the editor exits
 
     drive(app, keys, SIZE)
     app, notes = reader(demo_history, tmp_path)  # a driver that cannot suspend: say where the copy is
@@ -313,7 +324,7 @@ def test_edit_opens_a_copy_of_the_file_at_this_step_and_removes_it(demo_history,
         assert notes[1] == "Set $EDITOR (or $VISUAL) to a command to open files."
 
     drive(app, keys_again, SIZE)
-    assert not copies[0].exists() and not app._copies.exists()  # gone when the app exits
+    assert not copies[0].exists() and not app.reader.copies.root.exists()  # gone when the app exits
 
 
 @pytest.mark.parametrize("editor", ["no-such-editor-anywhere", "a-folder", "not-executable.txt"])
@@ -331,19 +342,19 @@ def test_an_editor_that_cannot_start_is_a_message_and_the_app_goes_on(demo_histo
         assert events == ["suspended", "resumed"]  # the terminal is given back
         reason = "No such file or directory" if editor.startswith("no-such") else "Permission denied"
         assert notes == [f"Could not start the editor {command!r}: {reason}"]
-        assert list(app._copies.iterdir()) == []
+        assert list(app.reader.copies.root.iterdir()) == []
         await pilot.press("n")
-        assert app.index == 1  # still reading
+        assert app.reader.index == 1  # still reading
 
     drive(app, keys, SIZE)
-    assert not app._copies.exists()
+    assert not app.reader.copies.root.exists()
 
 
 def test_a_crash_in_the_reader_exits_non_zero(demo_history, tmp_path, monkeypatch):
     async def crash(self):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(WalkthroughApp, "on_mount", crash)
+    monkeypatch.setattr(ReaderScreen, "on_mount", crash)
     monkeypatch.setattr(WalkthroughApp, "run", lambda self: App.run(self, headless=True))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     assert main(["--repo", str(demo_history), HISTORY_RANGE]) == 1
@@ -354,9 +365,9 @@ def test_help_lists_every_binding(demo_history, tmp_path):
 
     async def keys(pilot):
         await pilot.press("question_mark", "colon", "n")  # the reader's keys wait behind the help
-        assert isinstance(app.screen, HelpScreen) and app.index == 0
+        assert isinstance(app.screen, HelpScreen) and app.reader.index == 0
         text = "\n".join(str(widget.render()) for widget in app.screen.query("Static"))
-        for keys, description in app.key_rows():
+        for keys, description in key_rows(app, ReaderScreen.BINDINGS):
             assert keys in text and description in text
         assert "n →" in text and "p ←" in text
         await pilot.press("escape")
@@ -371,15 +382,15 @@ def test_the_help_fits_80x24_each_description_wrapping_under_itself(demo_history
     async def keys(pilot):
         await pilot.press("question_mark")
         await pilot.pause()
-        table = list(app.screen.query(Static))[1]
+        table = app.screen.query_one("#help-keys", Static)
         region = Region(0, 0, table.size.width, table.size.height)
         lines = [strip.text.replace("\u00a0", " ").rstrip() for strip in table.render_lines(region)]
-        width = max(cell_len(shown) for shown, _ in app.key_rows())
+        width = max(cell_len(shown) for shown, _ in key_rows(app, ReaderScreen.BINDINGS))
         assert table.region.right <= 80 and max(cell_len(line) for line in lines) <= table.size.width
         assert any(line[: width + 2].isspace() for line in lines), "a description that wraps, at 80 columns"
         assert all(line[width : width + 2] == "  " for line in lines)  # every description starts in one column
         descriptions = " ".join(line[width + 2 :] for line in lines).split()
-        for _, description in app.key_rows():
+        for _, description in key_rows(app, ReaderScreen.BINDINGS):
             assert " ".join(description.split()) in " ".join(descriptions), description
 
     drive(app, keys, (80, 24))
@@ -407,7 +418,7 @@ def test_quit_remembers_the_step(demo_history, tmp_path):
     app, _ = reader(demo_history, tmp_path)
 
     async def keys_again(pilot):
-        assert app.index == 2 and title(app).startswith("Step 3/5")
+        assert app.reader.index == 2 and title(app).startswith("Step 3/5")
 
     drive(app, keys_again, SIZE)
 
@@ -418,7 +429,7 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
 
     async def keys(pilot):
         seen = []
-        for _ in range(app.step_count):
+        for _ in range(len(app.reader.series.steps)):
             for key in ("s", "f", "f", "s"):
                 await pilot.press(key)
             seen.append(diff_lines(app)[0])
@@ -435,14 +446,14 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
         diff = app.query_one(DiffView)
         assert diff.rows[-1].text == (
             f"… the diff is {BIG_LINES:,} lines; showing the first {MAX_ROWS - 2:,}. "
-            f"See it all: {app.series.git()} show {app.series.steps[-1].commit.sha}"
+            f"See it all: {app.reader.series.git()} show {app.reader.series.steps[-1].commit.sha}"
         )
-        where = Path(app.series.repo.working_tree_dir).resolve()
-        assert app.series.git() == f"git -C {shlex.quote(str(where))}"  # a command that works wherever you are
+        where = Path(app.reader.series.repo.working_tree_dir).resolve()
+        assert app.reader.series.git() == f"git -C {shlex.quote(str(where))}"  # a command that works wherever you are
         await pilot.press("slash", *"line 9999", "enter")  # in the big diff, past the rows it shows
-        assert app.index == 6 and notes[-1] == (
+        assert app.reader.index == 6 and notes[-1] == (
             f"This match is past the first {MAX_ROWS:,} rows shown: "
-            f"{app.series.git()} show {app.series.steps[-1].commit.sha} shows it all."
+            f"{app.reader.series.git()} show {app.reader.series.steps[-1].commit.sha} shows it all."
         )
         await pilot.press("colon", "1", "enter")
         await pilot.click(FileList, offset=(4, 1))
@@ -451,7 +462,7 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
         await pilot.press("colon", "4", "enter")  # the file view follows logo.bin, deleted by now
         assert diff_lines(app)[1] == "not in the repository at this step"
         await pilot.press("f", "f")  # back to the diff, then this step's own file
-        assert diff_lines(app)[:2] == ["notes.txt at " + app.series.steps[3].ref, "1 caf\ufffd cr\ufffdme"]
+        assert diff_lines(app)[:2] == ["notes.txt at " + app.reader.series.steps[3].ref, "1 caf\ufffd cr\ufffdme"]
 
     drive(app, keys, (80, 24))
 
@@ -462,9 +473,9 @@ def test_step_list_follows_the_keyboard_when_focused(demo_history, tmp_path):
     async def keys(pilot):
         app.query_one(StepList).focus()
         await pilot.press("down", "down")
-        assert app.index == 2
+        assert app.reader.index == 2
         await pilot.press("enter")
-        assert isinstance(app.focused, OptionList) and app.index == 2
+        assert isinstance(app.focused, OptionList) and app.reader.index == 2
 
     drive(app, keys, SIZE)
 
@@ -479,9 +490,9 @@ def test_the_step_list_groups_the_parts_under_headings(run_history, tmp_path):
         assert lines == ["Part I", "1 A script that talks", "Part II", "2 A long wait", "3 A failure"]
         steps.focus()
         await pilot.press("down")  # over the heading
-        assert app.index == 1 and steps.step_at[steps.highlighted] == 1
+        assert app.reader.index == 1 and steps.step_at[steps.highlighted] == 1
         await pilot.press("up")
-        assert app.index == 0
+        assert app.reader.index == 0
 
     drive(app, keys, SIZE)
 
@@ -502,7 +513,7 @@ def run_history(tmp_path_factory) -> Path:
 
 def runner(history: Path, state: Path, own: bool = True) -> tuple[WalkthroughApp, list[str]]:
     app = WalkthroughApp(load_series(history, HISTORY_RANGE), Bookmarks(state / "walkthrough.json"), own_series=own)
-    app.runs_root = state / "runs"
+    app.runs.root = state / "runs"
     notes: list[str] = []
     app.notify = lambda message, **_: notes.append(message)
     return app, notes
@@ -518,7 +529,7 @@ async def until(pilot, condition, what: str, seconds: float = 60) -> None:
 
 
 def finished(app: WalkthroughApp, index: int):
-    return lambda: index in app.records and not app.records[index].running and app.active_run is None
+    return lambda: index in app.runs.records and not app.runs.records[index].running and app.runs.active is None
 
 
 def panel(app: WalkthroughApp) -> tuple[str, list[str], str]:
@@ -556,7 +567,7 @@ def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history
         assert foot.startswith("exit 0 · ") and "matches What you should see" in foot
         assert status(app) == "step-01 · run"
         folder = tmp_path / "runs" / "step-01"
-        assert git(folder, "rev-parse", "HEAD").strip() == app.series.steps[0].commit.sha
+        assert git(folder, "rev-parse", "HEAD").strip() == app.reader.series.steps[0].commit.sha
         await pilot.press("r")  # again: the same checkout, put back to the step's files (the first run's one gone)
         await until(pilot, finished(app, 0), "the second run ends")
         head, lines, foot = panel(app)
@@ -591,13 +602,15 @@ def test_a_long_run_is_stopped_with_its_whole_process_group(run_history, tmp_pat
         await pilot.press("n", "r")
         await until(
             pilot,
-            lambda: any(line.startswith("pids ") for line in (app.records[1].lines if 1 in app.records else [])),
+            lambda: any(
+                line.startswith("pids ") for line in (app.runs.records[1].lines if 1 in app.runs.records else [])
+            ),
             "pids",
         )
-        pids.extend(int(p) for p in next(x for x in app.records[1].lines if x.startswith("pids ")).split()[1:])
-        assert app.records[1].running and panel(app)[2].startswith("running · ")
+        pids.extend(int(p) for p in next(x for x in app.runs.records[1].lines if x.startswith("pids ")).split()[1:])
+        assert app.runs.records[1].running and panel(app)[2].startswith("running · ")
         await pilot.press("p")  # the app goes on while it runs
-        assert app.index == 0 and app.query_one(DiffView).display
+        assert app.reader.index == 0 and app.query_one(DiffView).display
         await pilot.press("n")
         assert panel(app)[1][-1].startswith("pids ")
         await pilot.press(key)
@@ -630,7 +643,7 @@ def test_r_offline_runs_the_stand_in_its_step_names_and_says_so(tmp_path_factory
         await pilot.press("r")
         await until(pilot, finished(app, 0), "the run ends")
         foot = panel(app)[2]
-        assert app.records[0].lines == [
+        assert app.runs.records[0].lines == [
             "offline: run with the stand-ins its Stand-in line names",
             f"$ {python} show.py stand-ins/tiny-gpt2",
             "show.py says: stand-ins/tiny-gpt2",
@@ -646,17 +659,17 @@ def test_r_on_another_step_while_one_runs_says_what_it_does_first(run_history, t
 
     async def keys(pilot):
         await pilot.press("n", "r")
-        await until(pilot, lambda: 1 in app.records and app.records[1].lines[-1:] != [], "the run prints")
+        await until(pilot, lambda: 1 in app.runs.records and app.runs.records[1].lines[-1:] != [], "the run prints")
         await pilot.press("p", "r")  # on step 1, while step 2's run goes on: a word, nothing stopped
-        assert app.records[1].running and notes == [
+        assert app.runs.records[1].running and notes == [
             "Step 2's Try-it is running: r again stops it; then r runs this step's."
         ]
         await pilot.press("r")  # as announced
         await until(pilot, finished(app, 1), "the run stops")
-        assert app.records[1].stopped and notes[-1] == "Stopping the run of step 2." and 0 not in app.records
+        assert app.runs.records[1].stopped and notes[-1] == "Stopping the run of step 2." and 0 not in app.runs.records
         await pilot.press("r")
         await until(pilot, finished(app, 0), "this step's run ends")
-        assert app.records[0].status == 0
+        assert app.runs.records[0].status == 0
 
     drive(app, keys, SIZE)
 
@@ -693,7 +706,7 @@ def test_shell_syntax_is_passed_as_text_or_not_run(run_history, tmp_path):
     async def keys(pilot):
         await pilot.press("G", "r")
         await until(pilot, finished(app, 3), "the run ends")
-        lines = app.records[3].lines
+        lines = app.runs.records[3].lines
         assert "show.py says: * ~ {a,b} two words" in lines  # no glob, no tilde, no braces, quotes as one word
         assert "GREETING is hi" in lines  # VAR=value before the second command of an &&
         assert "· needs a shell: not run: python show.py x; touch marker" in lines
@@ -732,13 +745,13 @@ def test_other_histories_ask_before_running_once_per_step(run_history, tmp_path,
         shown = str(app.screen.query_one("#confirm-argv").render())
         assert shown == repr([sys.executable, "show.py", "hello"])
         await pilot.press("escape")
-        assert not isinstance(app.screen, ConfirmRun) and app.records == {}
+        assert not isinstance(app.screen, ConfirmRun) and app.runs.records == {}
         await pilot.press("r", "enter")
         await until(pilot, finished(app, 0), "the run ends")
         await pilot.press("r")  # confirmed for this step: runs at once
         assert not isinstance(app.screen, ConfirmRun)
         await until(pilot, finished(app, 0), "the second run ends")
-        assert app.records[0].lines[-1] == "runs in this checkout: 1"  # a clean checkout again
+        assert app.runs.records[0].lines[-1] == "runs in this checkout: 1"  # a clean checkout again
 
     drive(app, keys, SIZE)
     app, notes = reader(odd_repo, tmp_path, "HEAD")  # commit messages without a Try-it
@@ -788,7 +801,7 @@ def test_zooming_the_run_wraps_its_output_again_to_the_new_width(run_history, tm
 
 
 def test_a_long_try_it_wraps_in_full_at_80_columns(run_history, tmp_path):
-    from textual.widgets._markdown import MarkdownFence
+    from textual.widgets.markdown import MarkdownFence
 
     app, _ = runner(run_history, tmp_path)
 
@@ -820,15 +833,15 @@ def test_help_lists_horizontal_scrolling_and_it_scrolls(demo_history, tmp_path):
     app, _ = reader(demo_history, tmp_path)
 
     async def keys(pilot):
-        assert any(keys.startswith("shift+") or "⇧" in keys for keys, _ in app.key_rows())
+        assert any(keys.startswith("shift+") or "⇧" in keys for keys, _ in key_rows(app, ReaderScreen.BINDINGS))
         await pilot.press("colon", "4", "enter", "shift+right")
-        assert app.query_one(DiffView).scroll_offset.x == 8 and app.index == 3
+        assert app.query_one(DiffView).scroll_offset.x == 8 and app.reader.index == 3
         app.query_one(StepList).focus()  # from anywhere
         await pilot.press("shift+right")
-        assert app.query_one(DiffView).scroll_offset.x == 16 and app.index == 3
+        assert app.query_one(DiffView).scroll_offset.x == 16 and app.reader.index == 3
         await pilot.press("shift+left")
         await pilot.press("shift+left")
-        assert app.query_one(DiffView).scroll_offset.x == 0 and app.index == 3
+        assert app.query_one(DiffView).scroll_offset.x == 0 and app.reader.index == 3
 
     drive(app, keys, (60, 24))
 
@@ -876,13 +889,13 @@ def test_a_step_git_cannot_read_is_shown_and_the_app_goes_on(tmp_path):
 
     async def keys(pilot):
         await pilot.press("slash", *"needle", "enter")  # step 3's diff reads the lost blob
-        assert app.index == 0 and status(app).endswith("match 1/2")
+        assert app.reader.index == 0 and status(app).endswith("match 1/2")
         await pilot.press("colon", "2", "enter")
         assert diff_lines(app)[0].startswith("git could not read this step: ")
         await pilot.press("n")
-        assert app.index == 2 and diff_lines(app)[0].startswith("git could not read this step")
+        assert app.reader.index == 2 and diff_lines(app)[0].startswith("git could not read this step")
         await pilot.press("p", "p")
-        assert app.index == 0 and diff_lines(app)[0].startswith("A a.txt")
+        assert app.reader.index == 0 and diff_lines(app)[0].startswith("A a.txt")
 
     drive(app, keys, SIZE)
 
@@ -910,7 +923,7 @@ def test_after_a_run_the_footer_and_new_steps_still_show(run_history, tmp_path):
         await pilot.press("escape", "n")
         await pilot.pause(0.3)
         footer_keys = [key for key in app.query("FooterKey") if key.is_mounted]
-        assert {key.action for key in footer_keys} >= {"quit", "run"}
+        assert {key.action for key in footer_keys} >= {"app.quit", "run"}
         narration = app.query_one(Narration).document
         assert narration is not None and narration.is_mounted and "ten minutes" in narration.source
 
@@ -921,9 +934,9 @@ def test_after_a_run_the_footer_and_new_steps_still_show(run_history, tmp_path):
 def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size, monkeypatch):
     short_python(monkeypatch)
     app = WalkthroughApp(load_series(run_history, HISTORY_RANGE), Bookmarks(tmp_path / "b.json"), own_series=True)
-    app.runs_root = Path("/tmp/walkthrough-snapshot-runs")
-    shutil.rmtree(app.runs_root, ignore_errors=True)
-    app.clock = lambda: 100.0  # every run takes 0.0 s
+    app.runs.root = Path("/tmp/walkthrough-snapshot-runs")
+    shutil.rmtree(app.runs.root, ignore_errors=True)
+    app.runs.clock = lambda: 100.0  # every run takes 0.0 s
 
     async def run_first_step(pilot):
         await pilot.press("r")
@@ -931,7 +944,7 @@ def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size, monkeypat
         await pilot.pause(0.3)  # the footer follows the focus, now on the run's output
 
     assert snap_compare(app, run_before=run_first_step, terminal_size=size)
-    shutil.rmtree(app.runs_root, ignore_errors=True)
+    shutil.rmtree(app.runs.root, ignore_errors=True)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
@@ -955,7 +968,7 @@ NARRATIONS = [
 def narration_blocks(app: WalkthroughApp) -> list[tuple[str, str, str | None]]:
     """The narration as shown: each block's kind, text (a code block's code, as its label shows it) and source."""
     from textual.widgets import Label
-    from textual.widgets._markdown import MarkdownFence
+    from textual.widgets.markdown import MarkdownFence
 
     blocks = []
     for block in app.query_one(Narration).document.children:
@@ -983,7 +996,7 @@ def test_the_narration_is_one_document_refilled_with_each_steps_text(tmp_path_fa
             await pilot.press(key)
             if key in ("colon", "2", "4"):
                 continue
-            text = NARRATIONS[app.index].strip()
+            text = NARRATIONS[app.reader.index].strip()
             if not text:
                 assert narration.region.width == 0  # collapsed; what it holds is not shown
                 continue
@@ -999,18 +1012,16 @@ def test_the_narration_is_one_document_refilled_with_each_steps_text(tmp_path_fa
 def test_the_prompt_hides_the_footer_keys_and_shows_them_again_without_making_any(demo_history, tmp_path):
     """While the prompt is open every key is text, and the footer shows none, as Textual's own: here by hiding the
     keys' widgets instead of making them all again twice; moving between the panes changes nothing."""
-    from textual.widgets._footer import FooterKey
-
     app, _ = reader(demo_history, tmp_path)
 
     async def keys(pilot):
         await pilot.pause(0.2)
 
         def shown():
-            return [key.action for key in app.query(FooterKey) if key.display]
+            return [key.action for key in app.query("FooterKey") if key.display]
 
-        made, before = set(app.query(FooterKey)), shown()
-        assert {"next_step", "jump", "search", "quit"} <= set(before)
+        made, before = set(app.query("FooterKey")), shown()
+        assert {"next_step", "jump", "search", "app.quit"} <= set(before)
         await pilot.press("colon")
         await pilot.pause(0.2)
         assert shown() == []
@@ -1020,7 +1031,7 @@ def test_the_prompt_hides_the_footer_keys_and_shows_them_again_without_making_an
         for _ in range(3):
             await pilot.press("tab")
         await pilot.pause(0.2)
-        assert shown() == before and set(app.query(FooterKey)) == made
+        assert shown() == before and set(app.query("FooterKey")) == made
 
     drive(app, keys, SIZE)
 
@@ -1102,7 +1113,7 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
     monkeypatch.setattr(history, "run_git", run_git)
 
     def read_by_the_loader(app: WalkthroughApp, index: int) -> bool:
-        sha = app.series.steps[index].commit.sha
+        sha = app.reader.series.steps[index].commit.sha
         return any(commit == sha and thread.startswith("walkthrough-diff") for commit, thread in reads)
 
     app, _ = reader(demo_history, tmp_path)
@@ -1111,7 +1122,7 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
         await pilot.press("colon", "4")  # of five steps, "4" is step 4: read ahead
         await until(pilot, lambda: read_by_the_loader(app, 3), "the read ahead of step 4 starts")
         await pilot.press("enter")
-        assert app.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
+        assert app.reader.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
         assert any("self.c_attn" in line for line in diff_lines(app))
 
     drive(app, enter_during_the_read, SIZE)
@@ -1121,13 +1132,13 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
 
     async def search_during_the_read(pilot):
         await pilot.press("G")  # step 5, never read before
-        assert app.index == 4 and read_by_the_loader(app, 4)
+        assert app.reader.index == 4 and read_by_the_loader(app, 4)
         await pilot.pause(0.2)
-        assert Bookmarks(tmp_path / "again" / "walkthrough.json").recall(app.series) == 4
+        assert Bookmarks(tmp_path / "again" / "walkthrough.json").recall(app.reader.series) == 4
         await pilot.press("colon", "3", "escape")  # step 3 read ahead, not gone to
         assert read_by_the_loader(app, 2)
         await pilot.press("slash", *"c_attn", "enter")  # a search reads every step itself, at once
-        assert app.index == 3 and status(app).endswith("match 1/3")  # none from step 5 on: the first
+        assert app.reader.index == 3 and status(app).endswith("match 1/3")  # none from step 5 on: the first
 
     drive(app, search_during_the_read, SIZE)
     assert max(Counter(commit for commit, _ in reads).values()) == 1
@@ -1138,8 +1149,8 @@ def test_syntax_colours_cover_every_line_once_in_any_order(monkeypatch):
     order, every line is coloured once and shows its own text."""
     import random
 
-    from walkthrough import widgets
-    from walkthrough.widgets import Code
+    from walkthrough import diff_view
+    from walkthrough.diff_view import Code
 
     lines = [f"value_{i} = {i}  # {'x' * (i % 7)}" for i in range(230)]
     coloured: list[int] = []
@@ -1148,8 +1159,8 @@ def test_syntax_colours_cover_every_line_once_in_any_order(monkeypatch):
         coloured.append(code.count("\n") + 1)
         return real_highlight(code, **kwargs)
 
-    real_highlight = widgets.highlight
-    monkeypatch.setattr(widgets, "highlight", highlight)
+    real_highlight = diff_view.highlight
+    monkeypatch.setattr(diff_view, "highlight", highlight)
     shuffled = list(range(230))
     random.Random(7).shuffle(shuffled)
     for order in (range(230), range(229, -1, -1), [*range(120, 230), *range(119, -1, -1)], shuffled):

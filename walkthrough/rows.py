@@ -15,6 +15,10 @@ from .diff import FileDiff, Hunk, Line, shown, side_by_side
 
 MAX_ROWS = 5_000  # the rest of a huge diff is for `git show`: the note at the end says so
 SIDES = {"old": " -", "new": " +", "both": " +-"}  # the kinds of line each column of a file holds
+# control characters would move the terminal's cursor: show their Unicode pictures instead
+PRINTABLE = str.maketrans(
+    {**{c: 0x2400 + c for c in range(32)}, 127: 0x2421, 0x85: 0xFFFD, 0x2028: 0xFFFD, 0x2029: 0xFFFD}
+)
 STATUS_MARK = {"added": "A", "deleted": "D", "modified": "M", "renamed": "R", "copied": "C"}
 
 
@@ -163,3 +167,7 @@ def file_layout(path: str, data: bytes | None, ref: str, rev: str, git: str = "g
             rows.append(Row("note", f"… {len(text):,} lines; showing the first {MAX_ROWS:,}. See it all: {whole}"))
     layout.last_number = len(rows)
     return layout
+
+
+def printable(text: str) -> str:
+    return text.expandtabs(4).translate(PRINTABLE)

@@ -1,0 +1,58 @@
+"""The run pane: a step's Try-it as it runs, in place of the diff."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import RichLog, Static
+
+from .rows import printable
+
+
+class RunPanel(Vertical):
+    """A step's run: the command and where it runs, its output as it comes, and how it ended. The app writes."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="run-head", markup=False)
+        yield RichLog(id="run-log", max_lines=20_000, wrap=True, min_width=20, markup=False, highlight=False)
+        yield Static(id="run-foot", markup=False)
+
+    _output: list[str] = []  # the lines shown, as the run printed them: wrapped again when the width changes
+    _wrapped_at = 0  # the width they were wrapped at
+
+    def show(self, head: str, lines: list[str], foot: str) -> None:
+        self.query_one("#run-head", Static).update(head)
+        self._output = []
+        self._rewrap(lines)
+        self.set_foot(foot)
+
+    def _rewrap(self, lines: list[str]) -> None:
+        self.query_one(RichLog).clear()
+        for line in lines:
+            self.append(line)
+
+    def _width(self) -> int:
+        # the width the log will have: a panel just made visible has not been laid out yet, and the log would
+        # wrap at its minimum width; the column it fills (#change) has been. 3: the padding and the scrollbar
+        return max(20, (self.parent.content_size.width if self.parent else self.size.width) - 3)
+
+    def append(self, line: str) -> None:
+        self._wrapped_at = width = self._width()
+        self._output.append(line)
+        self.query_one(RichLog).write(Text(printable(line)), width=width)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new width (the pane zoomed, the terminal resized): the output wraps again to fill it."""
+        if self._output and self._width() != self._wrapped_at:
+            lines, self._output = self._output, []
+            self._rewrap(lines)
+
+    def set_foot(self, foot: str) -> None:
+        self.query_one("#run-foot", Static).update(foot)
+
+    @property
+    def lines(self) -> list[str]:
+        """What the log shows, one screen line each (long lines wrap)."""
+        return [strip.text.rstrip() for strip in self.query_one(RichLog).lines]
