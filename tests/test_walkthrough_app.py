@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import html
 import os
 import shlex
 import shutil
@@ -1190,3 +1191,67 @@ def test_x_gives_the_exercise_command_where_a_step_has_a_check(series_history, t
         assert notes[-1] == f"Step {len(series.steps)} has no exercise: the checks cover Part 0's and Part I's steps."
 
     drive(app, keys, SIZE)
+
+
+# ---- the keys at any size, and a screenshot
+
+
+def test_S_saves_the_screen_as_an_svg_and_says_where(demo_history, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the folder the reader was started from
+    app, notes = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("colon", "4", "enter", "S")
+
+    drive(app, keys, SIZE)
+    prefix = "Saved the screen as "
+    assert len(notes) == 1 and notes[0].startswith(prefix)
+    saved = Path(notes[0].removeprefix(prefix))
+    assert saved.parent == tmp_path and saved.suffix == ".svg"
+    svg = html.unescape(saved.read_text()).replace("\u00a0", " ")  # Textual writes spaces as &#160;
+    assert svg.startswith("<svg") and "Step 4/5 · Causal self-attention" in svg
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_help_snapshot(demo_history, tmp_path, snap_compare, size):
+    app = WalkthroughApp(load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json"))
+    assert snap_compare(app, press=["question_mark"], terminal_size=size)
+
+
+def test_at_80x24_the_help_scrolls_to_every_key_under_its_closing_line(demo_history, tmp_path):
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("question_mark")
+        await pilot.pause()
+        box, hint = app.screen.query_one("#help"), app.screen.query_one("#help-hint", Static)
+        assert str(hint.render()) == "esc, q or ? closes this · ↑ ↓ scroll"
+        assert box.max_scroll_y > 0 and box.scroll_offset.y == 0  # more keys than lines: it scrolls
+        shown = app.screen.find_widget(hint).region
+        assert box.region.contains_region(shown) and box.region.bottom <= 24  # inside the box, on screen
+        await pilot.press("end")
+        await pilot.pause()
+        assert box.scroll_offset.y == box.max_scroll_y
+        assert app.screen.find_widget(hint).region == shown  # docked: it stays where it was
+
+    drive(app, keys, (80, 24))
+
+
+def test_the_run_pane_shows_a_command_as_it_is_typed(tmp_path_factory, tmp_path, monkeypatch):
+    python = short_python(monkeypatch, "/tmp/wt-python")
+    quoted = (
+        "Quotes",
+        "It prints a word.\n\n**Try it**\n\n```bash\npython -c \"print('micrograd', 1)\"\n```\n\n"
+        "**What you should see**\n\n```\nmicrograd 1\n```\n",
+        {"notes.txt": "quotes\n"},
+    )
+    app, _ = runner(built_history(tmp_path_factory, "quoted", [quoted]), tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("r")
+        await until(pilot, finished(app, 0), "the run ends")
+        _, lines, foot = panel(app)
+        assert lines[:2] == [f"$ {python} -c \"print('micrograd', 1)\"", "micrograd 1"]  # not '"'"'
+        assert "matches What you should see" in foot
+
+    drive(app, keys, (160, 48))

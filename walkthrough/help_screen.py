@@ -38,7 +38,6 @@ class HelpScreen(ModalScreen[None]):
             lines += [Content(NBSP * (width + 2) + line) for line in more]
         # the box's 90% of the screen less its border and the title's and the hint's two lines each
         scrolls = len(lines) > int(0.9 * self.app.size.height) - 6
-        # the title and the hint are docked: they stay in view while the keys scroll under them
         with VerticalScroll(id="help"):
             yield Static("Keys", id="help-title")
             yield Static(Content("\n").join(lines), id="help-keys")
