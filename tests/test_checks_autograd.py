@@ -203,10 +203,15 @@ def sleeping(marker):
     return found
 
 
-@pytest.mark.parametrize("forever", [False, True])
-def test_a_check_ends_every_process_the_learners_code_started(series_history, tmp_path, forever):
+# what the learner's code does after starting a sleep: carry on (the check passes), exit (it fails), loop forever
+# (it times out)
+THEN = {"passes": "", "fails": "raise SystemExit(3)\n", "times out": "while True: pass\n"}
+
+
+@pytest.mark.parametrize("then", list(THEN))
+def test_a_check_ends_every_process_the_learners_code_started(series_history, tmp_path, then):
     marker = f"{time.time_ns() % 10**9}.5"  # seconds: a sleep of its own, found by its argument
-    start = f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'])\n" + ("while True: pass\n" if forever else "")
+    start = f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'])\n" + THEN[then]
     tree = edited(
         series_history,
         "autograd",
@@ -214,8 +219,10 @@ def test_a_check_ends_every_process_the_learners_code_started(series_history, tm
         ("import math\n", start + "import math\n"),
         file="part0/micrograd.py",
     )
-    (result,) = checks.run(tree, ["autograd"], timeout=20 if forever else 300)
-    assert result.ok != forever, result.message  # it passes, or is stopped at the timeout
+    (result,) = checks.run(tree, ["autograd"], timeout=20 if then == "times out" else 300)
+    assert result.ok == (then == "passes"), result.message
+    if then == "times out":
+        assert result.message == "the checks were still running after 20 s"
     gone = time.monotonic() + 30  # SIGKILL is sent, not yet acted on: a bound for a process left running, no timing
     while sleeping(marker) and time.monotonic() < gone:
         time.sleep(0.1)

@@ -1,9 +1,13 @@
 """The data steps' checks on a learner's tree: plausible mistakes fail with a readable line, and a validation loss
 written differently from ours passes."""
 
+import subprocess
+import sys
+
 import pytest
 
 from check_tags import edited, verdict
+from test_checks_optim import quoted
 from walkthrough import checks
 
 
@@ -71,10 +75,14 @@ def test_data_errors_fail_when_main_lets_the_user_error_out(series_history, tmp_
     tree = edited(series_history, "data-errors", tmp_path / "tree", ("except UserError as e:", "except KeyError as e:"))
     result = verdict(tree, "data-errors")
     assert not result.ok
-    assert (
-        "--data no_such_folder: expected one line on stderr, no traceback, found a traceback ending" in result.message
-    )
+    assert "`: expected one line on stderr, no traceback, found a traceback ending" in result.message
     assert "UserError" in result.message
+    # the command it quotes, pasted into the tree, ends in that traceback
+    ((python, *argv),) = quoted(result.message)
+    assert python == "python" and "--data" in argv
+    done = subprocess.run([sys.executable, *argv], cwd=tree, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "Traceback" in done.stderr
+    assert done.stderr.strip().splitlines()[-1] in result.message
 
 
 VAL_LOSS = """@torch.no_grad()

@@ -128,7 +128,7 @@ SCENARIOS = {
         "loader",
         ["loader"],
         BATCH_BEFORE_LOOP,
-        "step 1's inputs: expected FILE's tokens 16..31 (a fresh batch every step), found tokens 0..15",
+        "step 1's inputs: expected exact.txt's tokens 16..31 (a fresh batch every step), found tokens 0..15",
     ),
     "batches per epoch of B*T + 1 tokens": ("loader", ["loader"], BATCHES_OF_BT_PLUS_ONE, "batches per epoch'"),
     "batches per epoch counted as the loader serves them": ("loader", ["loader"], BATCHES_AS_SERVED, None),

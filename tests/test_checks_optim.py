@@ -2,7 +2,13 @@
 schedule as one expression, figures printed with fewer decimals, DDP's no_sync() instead of the flag), plausible
 mistakes fail with a readable line."""
 
+import re
+import shlex
+import subprocess
+import sys
+
 from check_tags import edited, verdict
+from walkthrough.checks.core import figure, step_lines
 
 SCHEDULE = """\
     if step < warmup_steps:
@@ -69,11 +75,11 @@ def test_lr_schedule_fails_when_the_line_prints_the_maximum(series_history, tmp_
     tree = edited(series_history, "lr-schedule", tmp_path / "tree", ("lr {lr:.4e}", "lr {args.max_lr:.4e}"))
     result = verdict(tree, "lr-schedule")
     assert not result.ok
-    assert result.message == (
-        "the lr printed at step 0 of `train_gpt2.py --n-layer 2 --n-head 2 --n-embd 16 --device cpu --preset cpu "
-        "--data words.txt --vocab-size 1024 --max-steps 2` (the rate that step trains with): "
+    assert result.message.startswith("the lr printed at step 0 of `python train_gpt2.py --n-layer 2 --n-head 2 ")
+    assert result.message.endswith(
+        "--vocab-size 1024 --max-steps 2` (the rate that step trains with): "
         "expected 0.0006, found 0.003 (off by 0.0024, 5e-08 allowed)"
-    )
+    ), result.message
 
 
 def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path):
@@ -83,7 +89,8 @@ def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path)
     tree = edited(series_history, "betas-clip", tmp_path / "tree", (clip + step, step + clip))
     result = verdict(tree, "betas-clip")
     assert not result.ok
-    assert result.message.startswith("the gradient norm optimizer.step() applies at step 0 (printed norm 1.2")
+    assert result.message.startswith("the gradient norm optimizer.step() applies at step 0 of `python train_gpt2.py")
+    assert "--max-steps 4` (printed norm 1.2" in result.message
     assert ": expected 1, found 1.2" in result.message
 
 
@@ -95,9 +102,10 @@ def test_betas_clip_fails_when_the_printed_norm_adds_up_each_tensors_norm(series
     tree = edited(series_history, "betas-clip", tmp_path / "tree", (clip, summed))
     result = verdict(tree, "betas-clip")
     assert not result.ok
-    assert result.message.startswith(
-        "the norm printed at step 0 (the global norm of the gradients backward() left, before clipping): expected 1.2"
-    ), result.message
+    assert result.message.startswith("the norm printed at step 0 of `python train_gpt2.py "), result.message
+    assert "--max-steps 4` (the global norm of the gradients backward() left, before clipping): expected 1.2" in (
+        result.message
+    )
 
 
 def test_weight_decay_fails_when_1d_tensors_decay(series_history, tmp_path):
@@ -125,9 +133,26 @@ def test_grad_accum_fails_when_only_the_printed_loss_is_divided(series_history, 
     )
     result = verdict(tree, "grad-accum")
     assert not result.ok
-    assert result.message.startswith("the printed norm at step 0 of `train_gpt2.py --n-layer 2 --n-head 2 --n-embd 16 ")
-    assert "--total-batch 512 --preset cpu --data words.txt --vocab-size 1024 -B 4 --max-steps 2`" in result.message
-    assert "(2 micro-steps) (against one batch of 8)" in result.message
+    assert result.message.startswith("the printed norm at step 0 of `python train_gpt2.py "), result.message
+    assert "(2 micro-steps), against the same run with -B 8 (one batch a step): `python" in result.message
+    # the two commands it quotes, pasted into the tree, print the figures it compared
+    ran, against = quoted(result.message)
+    expected, found = re.search(r"expected (\S+), found (\S+)", result.message).groups()
+    assert f"{printed(tree, ran, 0, 'norm'):.6g}" == found
+    assert f"{printed(tree, against, 0, 'norm'):.6g}" == expected
+
+
+def quoted(message: str) -> list[list[str]]:
+    """The command lines a failure quotes (in backquotes), as argument lists."""
+    return [shlex.split(line) for line in re.findall(r"`([^`]+)`", message)]
+
+
+def printed(tree, command: list[str], step: int, name: str) -> float:
+    """The figure `name` on step `step`'s line of what `command` prints, run as a learner would in the tree."""
+    assert command[0] == "python", command
+    done = subprocess.run([sys.executable, *command[1:]], cwd=tree, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return figure(step_lines(done.stdout)[step][0], name)[0]
 
 
 def test_grad_accum_fails_when_the_defaults_keep_the_old_micro_batch(series_history, tmp_path):
@@ -147,11 +172,11 @@ def test_grad_accum_fails_when_tok_per_sec_counts_one_micro_batch(series_history
     )
     result = verdict(tree, "grad-accum")
     assert not result.ok
-    assert result.message.startswith(
-        "step 0's tok/sec × dt of `train_gpt2.py --n-layer 2 --n-head 2 --n-embd 16 --device cpu --total-batch 512 "
-        "--preset cpu --data words.txt --vocab-size 1024 -B 4 --max-steps 2` (2 micro-steps) "
+    assert result.message.startswith("step 0's tok/sec × dt of `python train_gpt2.py --n-layer 2 --n-head 2 ")
+    assert (
+        "--vocab-size 1024 -B 4 --total-batch 512 --max-steps 2` (2 micro-steps) "
         "(the tokens of the whole step): expected 512, found 25"
-    ), result.message
+    ) in result.message
 
 
 def test_grad_accum_passes_with_fewer_decimals_printed(series_history, tmp_path):
@@ -179,7 +204,8 @@ def test_ddp_fails_when_every_rank_reads_the_same_batches(series_history, tmp_pa
     )
     result = verdict(tree, "ddp")
     assert not result.ok
-    assert result.message.startswith("the loss at step 0 with 2 ranks (1 micro-step of B=4 each), against 1 process")
+    assert result.message.startswith("the printed loss at step 0 of `torchrun --nproc_per_node=2 train_gpt2.py ")
+    assert "--max-steps 3` (2 ranks (1 micro-step of B=4 each)), against the same flags in 1 process" in result.message
 
 
 def test_grad_sync_passes_with_no_sync(series_history, tmp_path):

@@ -18,6 +18,7 @@ from walkthrough.checks import CHECKS  # noqa: E402
 from walkthrough.checks.core import Tree, describe  # noqa: E402
 
 folder = Tree(tree)
+passed = True
 for slug in sys.argv[2:]:
     start = time.perf_counter()
     try:
@@ -28,3 +29,5 @@ for slug in sys.argv[2:]:
         ok, message = False, describe(error, tree)
     result = {"slug": slug, "ok": ok, "message": message, "seconds": round(time.perf_counter() - start, 2)}
     print(json.dumps(result), flush=True)
+    passed = passed and ok
+folder.close(passed)

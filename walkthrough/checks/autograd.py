@@ -229,7 +229,7 @@ def watched_training(tree, argv):
         done = tree.main(argv, module="part0.micrograd")
     finally:
         MLP.__init__, Value.backward = made, backward
-    expect(models, f"python part0/micrograd.py {' '.join(argv)}", "it to train an MLP", "no MLP made")
+    expect(models, f"`{tree.command(argv, 'part0.micrograd')}`", "it to train an MLP", "no MLP made")
     return done.stdout, stale
 
 
@@ -284,7 +284,7 @@ def mlp_by_hand(tree):
     expect(lowered < loss.data, "the loss after one step of gradient descent", f"below {loss.data:.6f}", lowered)
 
     argv = ["--steps", "8"]
-    shown = "python part0/micrograd.py --steps 8"
+    shown = f"`{tree.command(argv, 'part0.micrograd')}`"
     text, stale = watched_training(tree, argv)
     expect(
         not stale,

@@ -19,6 +19,8 @@ import itertools
 import os
 import random
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -199,18 +201,24 @@ def file_of(module: str) -> str:
     return module.replace(".", "/") + ".py"
 
 
-def command_of(module: str) -> str:
-    """How the learner runs it: a tool as a module of the project root, any other script by its path."""
-    return f"python -m {module}" if module.startswith("tools.") else f"python {file_of(module)}"
-
-
 class Tree:
     """The folder under test: a checkout of a step, or a learner's exercise tree."""
 
     def __init__(self, path: Path):
         self.path = path.resolve()
-        self._scratch: tempfile.TemporaryDirectory | None = None
+        self._scratch: Path | None = None
         self._fresh = itertools.count()
+        self._logs: list[Path] = []  # the log folders of quick runs (Tree.quick), which nothing reads back
+
+    def command(self, argv: list[str], module: str = "train_gpt2", folder: Path | None = None) -> str:
+        """A run of the check as a command line the learner can paste in their tree, every argument it had, quoted
+        where a shell needs it (the files it names are the check's own, kept after a failure: see scratch): a tool
+        as a module of the project root, any other script by its path; from `folder` where it ran there."""
+        if folder is not None:  # the script by its full path: Python imports its neighbours from its own folder
+            script = shlex.join(["python", str(self.path / file_of(module)), *argv])
+            return f"cd {shlex.quote(str(folder))} && {script}"
+        program = ["-m", module] if module.startswith("tools.") else [file_of(module)]
+        return shlex.join(["python", *program, *argv])
 
     def module(self, name: str):
         """The tree's own module `name` (e.g. "train_gpt2", "part0.micrograd"), imported once."""
@@ -243,7 +251,7 @@ class Tree:
     ) -> subprocess.CompletedProcess:
         """`python *args` in the tree, as the learner would type it (with `env` added to the environment); stdout and
         stderr as text. With `check`, any exit status but 0 fails; `shown` names the command in failures."""
-        shown = shown or "python " + " ".join(args)
+        shown = shown or f"`{shlex.join(['python', *args])}`"
         try:
             done = subprocess.run(
                 [sys.executable, *args],
@@ -269,9 +277,10 @@ class Tree:
         """`python {module}.py argv`, run as the tree's `{module}.main(argv)` in this process (quicker than a process
         of its own), in `folder` if given: its exit status and what it printed. A SystemExit is the status the shell
         would see (argparse's 2, sys.exit("message")'s 1); an exception out of main (the user would see a traceback)
-        fails, and so does any status but 0 with `check`. `shown` names the run in failures."""
+        fails, and so does any status but 0 with `check`. `shown` names the run in failures (by default, the command
+        it is: Tree.command)."""
         main = self.name(module, "main")
-        shown = shown or f"{command_of(module)} {' '.join(argv)}"
+        shown = shown or f"`{self.command(argv, module, folder)}`"
         return self._in_process(lambda: main(list(argv)), module, argv, shown, folder, expected, check)
 
     def script(
@@ -289,7 +298,7 @@ class Tree:
 
         path = self.path / file_of(module)
         expect(path.is_file(), file_of(module), "the file", f"none in {self.path.name}/")
-        shown = shown or f"{command_of(module)} {' '.join(argv)}"
+        shown = shown or f"`{self.command(argv, module)}`"
 
         def run_as_main():
             runpy.run_path(str(path), run_name="__main__")  # its globals are no exit status
@@ -348,23 +357,34 @@ class Tree:
     def quick(self, argv: list[str]) -> list[str]:
         """train_gpt2.py's `argv` for a check's short run, after the QUICK flags, a fresh --log-dir in the scratch
         folder and a --total-batch of one micro-batch (B × T), each where the tree's parse_args takes it along with
-        those before it (--n-embd 32 alone may not divide into the default heads); `argv`'s own flags win (argparse
-        keeps the last)."""
-        pairs = [flags(**{name: value}) for name, value in QUICK.items()] + [["--log-dir", str(self.fresh("log"))]]
+        those before it (--n-embd 32 alone may not divide into the default heads); where `argv` sets one of them
+        itself, its own value, given once (a command quoted in a failure reads as the run was)."""
+        self._logs.append(self.fresh("log"))
+        pairs = [flags(**{name: value}) for name, value in QUICK.items()] + [["--log-dir", str(self._logs[-1])]]
         chosen: list[str] = []
         for pair in pairs:
-            if self.accepts([*chosen, *pair]):
+            if pair[0] not in argv and self.accepts([*chosen, *pair]):
                 chosen += pair
         args = self.accepts([*chosen, *argv])
-        if hasattr(args, "total_batch"):
+        if hasattr(args, "total_batch") and "--total-batch" not in argv:
             chosen += ["--total-batch", str(args.batch_size * args.seq_len)]
         return [*chosen, *argv]
 
     def scratch(self) -> Path:
-        """A temporary folder that lives as long as the check's process (for files a check writes)."""
+        """A temporary folder for the files a check writes and its runs read (a word list, shards, a small model).
+        It outlives a failed check, so that the command its message quotes runs again on the same files; a check
+        process whose checks all passed removes it (Tree.close)."""
         if self._scratch is None:
-            self._scratch = tempfile.TemporaryDirectory(prefix="check-")
-        return Path(self._scratch.name)
+            self._scratch = Path(tempfile.mkdtemp(prefix="check-"))
+        return self._scratch
+
+    def close(self, passed: bool) -> None:
+        """The end of the check process: its scratch folder removed if every check passed; else kept, less the quick
+        runs' log folders, so that a quoted command runs as it first did (a run refuses a --log-dir in use)."""
+        if self._scratch is None:
+            return
+        for folder in [self._scratch] if passed else self._logs:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def fresh(self, name: str) -> Path:
         """A path in the scratch folder that nothing has used yet: name-0, name-1, ... (not made)."""

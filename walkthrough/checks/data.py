@@ -4,6 +4,7 @@ one-line errors for bad data, and the validation loss."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 from .core import VOCAB, check, expect, expect_close, expect_settings, flags, unit, watch
@@ -105,8 +106,8 @@ def fineweb(tree):
         path.write_text(text, encoding="utf-8")
         files.append(str(path))
     out, shard_size = tree.scratch() / "fineweb-shards", 300  # 2,200 tokens: 7 shards and 100 more
-    shown = f"python fineweb.py --files <{len(files)} files> --out DIR --shard-size {shard_size}"
     command = ["fineweb.py", "--files", *files, "--out", str(out), "--shard-size", str(shard_size)]
+    shown = f"`{shlex.join(['python', *command])}`"
     tree.run(*command, shown=shown, env={"HF_DATASETS_CACHE": str(tree.scratch() / "hf-datasets")})
 
     enc = tiktoken.get_encoding("gpt2")
@@ -230,9 +231,10 @@ def shards(tree):
     # the run: its training inputs are the train shards' stream from its start (tokens 1000.., the validation
     # shard's are 5000..)
     GPT = tree.name("train_gpt2", "GPT")
-    shown = f"main(['--data', shards/, '-B', '{B}', '-T', '{T}', '--max-steps', '2'])"
+    argv = tree.quick(["--data", str(folder), *flags(batch_size=B, seq_len=T, max_steps=2)])
+    shown = f"`{tree.command(argv)}`"
     with watch(GPT) as calls:
-        tree.main(tree.quick(["--data", str(folder), *flags(batch_size=B, seq_len=T, max_steps=2)]), shown)
+        tree.main(argv)
     inputs = [call.idx for call in calls if call.training and call.grad]
     expect(len(inputs) == 2, f"{shown}: training forwards", "2 (one batch a step)", len(inputs))
     for k, x in enumerate(inputs):
@@ -317,8 +319,8 @@ def data_errors(tree):
     scratch = tree.scratch()
     tiny = flags(n_layer=1, n_head=1, n_embd=8, batch_size=1, seq_len=8, max_steps=1)
 
-    done = tree.run("train_gpt2.py", *tree.quick(["--data", str(scratch / "no_such_folder"), *tiny]), check=False)
-    _one_line("python train_gpt2.py --data no_such_folder", done, "no_such_folder")
+    argv = tree.quick(["--data", str(scratch / "no_such_folder"), *tiny])
+    _one_line(f"`{tree.command(argv)}`", tree.run("train_gpt2.py", *argv, check=False), "no_such_folder")
 
     rng = np.random.default_rng(25)
     good = rng.integers(0, VOCAB, 400).astype(np.uint16)
@@ -347,11 +349,11 @@ def data_errors(tree):
     ]
     for name, extra, names, what in cases:
         argv = tree.quick(["--data", str(scratch / f"data-{name}"), *tiny, *extra])
-        shown = f"main(['--data', {name}/ ...]) ({what})"
+        shown = f"`{tree.command(argv)}` ({what})"
         _one_line(shown, tree.main(argv, shown, expected="one line on stderr", check=False), names)
 
     argv = tree.quick(["--data", str(scratch / "data-good"), *tiny, "-T", "2048", "--total-batch", "2048"])
-    shown = "main([..., '--seq-len', '2048']) (over the block size, 1024)"
+    shown = f"`{tree.command(argv)}` (over the block size, 1024)"
     _one_line(shown, tree.main(argv, shown, expected="one line on stderr", check=False), "2048", status=None)
 
 
@@ -376,9 +378,10 @@ def validation(tree):
     B, T, val_steps = 2, 16, 2
     base = ["--data", str(folder), *flags(batch_size=B, seq_len=T, warmup_steps=1, val_steps=val_steps)]
 
-    shown = f"main([..., '--max-steps', '3', '--val-every', '2', '--val-steps', '{val_steps}'])"
+    argv = tree.quick([*base, "--max-steps", "3", "--val-every", "2"])
+    shown = f"`{tree.command(argv)}`"
     with watch(GPT) as calls:
-        out = tree.main(tree.quick([*base, "--max-steps", "3", "--val-every", "2"]), shown).stdout
+        out = tree.main(argv).stdout
     events, printed = [], []
     for line in out.splitlines():
         if m := re.match(r"\s*val(?:idation)?[ _]loss\W*?(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", line, re.IGNORECASE):
@@ -417,8 +420,9 @@ def validation(tree):
         what = f"{what}: the printed validation loss (the mean of its {val_steps} batches' losses)"
         expect_close(what, mean, float(value), rel=0, abs_=0.5 * unit(value) + 1e-5)  # to the printed precision
 
-    shown = "main([..., '--max-steps', '1', '--val-every', '0'])"
-    out = tree.main(tree.quick([*base, "--max-steps", "1", "--val-every", "0"]), shown).stdout
+    argv = tree.quick([*base, "--max-steps", "1", "--val-every", "0"])
+    shown = f"`{tree.command(argv)}`"
+    out = tree.main(argv).stdout
     lines = [line for line in out.splitlines() if re.match(r"\s*val(idation)?[ _]loss", line, re.IGNORECASE)]
     expect(not lines, f"{shown}: validation lines", "none", repr(lines[0]) if lines else "")
 

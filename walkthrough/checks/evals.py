@@ -41,13 +41,10 @@ def tiny_argv(tree, log_dir=None, **own: object) -> list[str]:
     return tree.quick([*RUN, "--data", str(tree.corpus()), *log, *flags(**own)])
 
 
-def shown(**own: object) -> str:
-    return " ".join(flags(**own))
-
-
-def train(tree, log_dir=None, **own: object) -> str:
-    """What `python train_gpt2.py` printed on a tiny run (tiny_argv) that must end with exit status 0."""
-    return tree.main(tiny_argv(tree, log_dir, **own), f"python train_gpt2.py {shown(**own)}").stdout
+def train(tree, log_dir=None, **own: object):
+    """A tiny run of `python train_gpt2.py` (tiny_argv) that must end with exit status 0: its arguments (.args) and
+    what it printed (.stdout)."""
+    return tree.main(tiny_argv(tree, log_dir, **own))
 
 
 def unquoted(text: str) -> str:
@@ -279,12 +276,12 @@ def samples(tree):
     # --max-lr 1e-30: the weights do not move (every update is far below float32's resolution), so the samples after
     # step 1 and after step 2 come from the same model
     own = dict(max_steps=2, max_lr="1e-30", sample_every=1)
-    out = train(tree, **own)
+    done = train(tree, **own)
     with_samples = torch.get_rng_state()
-    lines = [(n, unquoted(text)) for n, text in re.findall(r"^sample (\d+): (.*)$", out, re.M)]
+    lines = [(n, unquoted(text)) for n, text in re.findall(r"^sample (\d+): (.*)$", done.stdout, re.M)]
     expect(
         len(lines) == 8,
-        f"lines 'sample N: ...' of a 2-step run with {shown(sample_every=1)}",
+        f"lines 'sample N: ...' printed by `{tree.command(done.args)}`",
         "8 (4 samples after step 1, 4 after step 2)",
         len(lines),
     )
@@ -306,8 +303,8 @@ def samples(tree):
     expect(len(set(first)) > 1, "the 4 samples", "different continuations of one prompt", "4 identical texts")
 
     own["sample_every"] = 0
-    out = train(tree, **own)
-    expect("sample 0:" not in out, f"a run with {shown(sample_every=0)}", "no samples", "samples printed")
+    done = train(tree, **own)
+    expect("sample 0:" not in done.stdout, f"`{tree.command(done.args)}`", "no samples", "samples printed")
     expect(
         torch.equal(with_samples, torch.get_rng_state()),
         "torch's random state after a run that samples",
@@ -474,7 +471,7 @@ def hellaswag_train(tree):
     data = write_jsonl(tree, "hellaswag-4x.jsonl", [dict(e, label=k) for e in examples()[:2] for k in range(4)])
     log_dir = tree.scratch() / "hella-log"
     own = dict(max_steps=4, val_every=2, val_steps=1, hellaswag_every=2, hellaswag_data=data)
-    out = train(tree, log_dir, **own)
+    out = train(tree, log_dir, **own).stdout
     printed = [line for line in out.splitlines() if "HellaSwag" in line]
     expect(len(printed) == 3, "printed HellaSwag lines of a 4-step run, every 2", "3 (steps 0, 2, 4)", len(printed))
     logged = log_lines(log_dir / "log.txt")
@@ -490,8 +487,9 @@ def hellaswag_train(tree):
         expect(logged_steps == steps, f"log.txt's steps of {kind} lines", steps, logged_steps)
 
     before = (log_dir / "log.txt").read_bytes()
-    what, wanted = "a second run into the same --log-dir", "refused (exit status not 0)"
-    done = tree.main(tiny_argv(tree, log_dir, **own), what, expected=wanted, check=False)
+    argv = tiny_argv(tree, log_dir, **own)
+    what, wanted = f"a second run into the same --log-dir, `{tree.command(argv)}`", "refused (exit status not 0)"
+    done = tree.main(argv, what, expected=wanted, check=False)
     expect(done.returncode != 0, what, wanted, "exit status 0")
     expect((log_dir / "log.txt").read_bytes() == before, "log.txt after the refused run", "unchanged", "changed")
 
@@ -516,11 +514,11 @@ def checkpoints(tree):
 
     GPT, GPTConfig = tree.name("train_gpt2", "GPT"), tree.name("train_gpt2", "GPTConfig")
     every = tree.scratch() / "ckpt-every-2"
-    train(tree, every, max_steps=4, warmup_steps=4, max_lr="1e-3", checkpoint_every=2)
+    done = train(tree, every, max_steps=4, warmup_steps=4, max_lr="1e-3", checkpoint_every=2)
     files = sorted(p.name for p in every.glob("*.pt"))
     expect(
         files == ["model_00002.pt", "model_00004.pt"],
-        f"checkpoints of a 4-step run with {shown(checkpoint_every=2)}",
+        f"checkpoints written by `{tree.command(done.args)}`",
         "model_00002.pt, model_00004.pt",
         ", ".join(files) or "none",
     )
@@ -575,11 +573,11 @@ def checkpoints(tree):
     # the same run stopped after 2 steps (its schedule is the same: both are still warming up) ends where the first
     # one's model_00002.pt is
     short = tree.scratch() / "ckpt-short"
-    train(tree, short, max_steps=2, warmup_steps=4, max_lr="1e-3")
+    done = train(tree, short, max_steps=2, warmup_steps=4, max_lr="1e-3")
     files = sorted(p.name for p in short.glob("*.pt"))
     expect(
         files == ["model_00002.pt"],
-        "checkpoints of a 2-step run with --checkpoint-every 0",
+        f"checkpoints written by `{tree.command(done.args)}`",
         "model_00002.pt only (the last step's)",
         ", ".join(files) or "none",
     )
@@ -608,16 +606,17 @@ def checkpoints(tree):
     expected_acc = sum(a[0] == a[1] for a in answers if a) / len(rows)
     data = write_jsonl(tree, "hellaswag-ckpt.jsonl", rows)
     argv = ["--checkpoint", str(path), "--data", data, "--device", "cpu"]
-    out = tree.main(argv, f"python hellaswag.py --checkpoint {path.name} --data examples.jsonl", "hellaswag").stdout
+    shown = f"`{tree.command(argv, 'hellaswag')}`"
+    out = tree.main(argv, module="hellaswag").stdout
     for name, expected in (("acc", expected_acc), ("acc_norm", 1.0)):
         match = re.search(rf"^{name}\s*[:=]?\s*([0-9.]+)\s*$", out, re.M)
         expect(
             match is not None,
-            "hellaswag.py --checkpoint's output",
+            f"{shown}'s output",
             f"a line '{name} <value>'",
             last_line(out, "no output"),
         )
-        expect_close(f"hellaswag.py --checkpoint {path.name}: {name}", expected, float(match[1]), abs_=1e-4)
+        expect_close(f"{shown}: the printed {name}", expected, float(match[1]), abs_=1e-4)
 
 
 @check("results", "plot_log.main", "tools/plot_log.py LOG -o PNG")
@@ -640,9 +639,9 @@ def results(tree):
     lines += ["2 val 9.75", "3 train 9.625", "4 val 9.5", "4 hella 0.375"]
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     png = tree.scratch() / "curves.png"
-    out = tree.main(
-        [str(log), "-o", str(png)], "python -m tools.plot_log log.txt -o curves.png", "tools.plot_log"
-    ).stdout
+    argv = [str(log), "-o", str(png)]
+    shown = f"`{tree.command(argv, 'tools.plot_log')}`"
+    out = tree.main(argv, module="tools.plot_log").stdout
 
     expect(png.is_file(), "curves.png", "the PNG written", "no file")
     data = png.read_bytes()
@@ -658,10 +657,10 @@ def results(tree):
         said = [line for line in out.splitlines() if line.lstrip().startswith(kind)]
         expect(
             said,
-            "tools/plot_log.py's output",
+            f"{shown}'s output",
             f"a line on {kind} (where it starts and ends)",
             last_line(out, "no output"),
         )
         found = re.findall(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", said[0])
         missing = [n for n in numbers if not any(shows(number, n) for number in found)]
-        expect(not missing, f"tools/plot_log.py's {kind} line", f"the numbers {', '.join(map(str, numbers))}", said[0])
+        expect(not missing, f"{shown}: its {kind} line", f"the numbers {', '.join(map(str, numbers))}", said[0])

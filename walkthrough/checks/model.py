@@ -304,9 +304,9 @@ def device(tree):
     `--num-samples 2 --max-length 10` prints two continuations of "Hello, I'm a language model,", each 10 tokens
     long with the 8-token prompt (2 new tokens)."""
     argv = ["--device", "cpu", "--num-samples", "2", "--max-length", "10"]
-    shown = f"python train_gpt2.py {' '.join(argv)}"
+    shown = f"`{tree.command(argv)}`"
     with watch("GPT") as forwards:  # the script's own GPT class: it runs as __main__
-        out = tree.script(argv, shown).stdout
+        out = tree.script(argv).stdout
     samples = [line for line in out.splitlines() if PROMPT in line]
     expect(len(samples) == 2, f"{shown}'s output", f"2 lines continuing {PROMPT!r}", f"{len(samples)}")
     expect(bool(forwards), shown, "a GPT's forward to run", "no call of a GPT's forward")
@@ -379,11 +379,11 @@ def overfit(tree):
     folder = tree.scratch() / "overfit"
     folder.mkdir(exist_ok=True)
     (folder / "input.txt").write_text(SHAKESPEARE, encoding="utf-8")  # one batch of 1 × 16 (+1) fits, not two
-    argv = ["-B", "1", "-T", "16", "--lr", "2e-2", "--max-steps", "20"]
-    shown = "main(['--n-layer', '2', ..., '--lr', '2e-2', '--max-steps', '20'])"  # the tiny model's flags first
+    argv = tree.quick(["-B", "1", "-T", "16", "--lr", "2e-2", "--max-steps", "20"])
+    shown = f"`{tree.command(argv, folder=folder)}`"
     optimizers = []
     with watch(GPT, step=optimizers.append) as forwards:
-        out = tree.main(tree.quick(argv), shown, folder=folder).stdout
+        out = tree.main(argv, folder=folder).stdout
     expect(bool(forwards), shown, "a GPT's forward to run", "no call of a GPT's forward")
     expect(bool(optimizers), shown, "an optimizer step every step", "no call of optimizer.step()")
     found = sum(p.numel() for p in forwards[0].model.parameters())
@@ -432,17 +432,17 @@ def loader(tree):
 
     empty = folder / "run"  # no input.txt here: the run must read the file --data names
     empty.mkdir(exist_ok=True)
-    argv = ["--data", str(path), "-B", "2", "-T", "8", "--max-steps", "2"]
-    shown = "train_gpt2.main(['--data', FILE, '-B', '2', '-T', '8', '--max-steps', '2'])"
+    argv = tree.quick(["--data", str(path), "-B", "2", "-T", "8", "--max-steps", "2"])
+    shown = f"`{tree.command(argv, folder=empty)}`"
     with watch(GPT) as forwards:
-        out = tree.main(tree.quick(argv), shown, folder=empty, expected="it to train on FILE").stdout
+        out = tree.main(argv, folder=empty, expected=f"it to train on {path.name}").stdout
     BT = 2 * 8
     trained = [forward.idx.reshape(-1).tolist() for forward in forwards if forward.grad]
     expect(len(trained) == 2, f"{shown}: forwards with gradients", "one per step (2)", len(trained))
     for step, found in enumerate(trained):
         start, at = BT * step, window(tokens, found)
         said = "other tokens" if at is None else f"tokens {at}..{at + BT - 1}"
-        expected = f"FILE's tokens {start}..{start + BT - 1} (a fresh batch every step)"
+        expected = f"{path.name}'s tokens {start}..{start + BT - 1} (a fresh batch every step)"
         expect(at == start, f"{shown}: step {step}'s inputs", expected, said)
     # an epoch is (N - 1) // (B*T) batches (each reads B*T + 1 tokens); on this file, N % (B*T) == 1, also N // (B*T)
     counts = re.search(r"(\d[\d,]*)\s+tokens\b.*?(\d[\d,]*)\s+batches", out)

@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -42,15 +43,6 @@ SETUP = (*PRESET, "--n-embd", "16")
 SMALL_VOCAB = ("--vocab-size", "1024")
 
 
-def shown(tree, own: tuple[str, ...]) -> str:
-    """A run as the check makes it, every flag shown, so that its figures can be made again by hand: the tiny model,
-    the check's word list (words.txt, in a scratch folder) and its own flags."""
-    flags = [flag.replace(str(tree.scratch()) + "/", "") for flag in argv(tree, own)]
-    if all(name.startswith("-") for name in flags[::2]):  # every flag with its value: each once, its last value
-        flags = [part for pair in dict(zip(flags[::2], flags[1::2])).items() for part in pair]
-    return " ".join(["train_gpt2.py", *flags])
-
-
 def argv(tree, own: tuple[str, ...]) -> list[str]:
     """The flags of a check's run: the tiny model on the word corpus, then the check's `own` flags."""
     setup = [*SETUP, "--data", str(tree.corpus())]
@@ -77,16 +69,17 @@ class Step:
 
 @dataclass
 class Run:
-    command: str  # the run as the learner reads it (shown)
+    command: str  # the run as a command line the learner can paste (Tree.command)
     text: str = ""  # what the run printed
     steps: list[Step] = field(default_factory=list)
 
     def figure(self, step: int, name: str) -> tuple[float, float]:
         """The number after `name` ("loss", "norm") on step `step`'s printed line, and one unit of its last digit."""
         lines = step_lines(self.text).get(step)
-        expect(bool(lines), f"the printed line of step {step}", f"'step {step} | loss ... | norm ...'", "none")
+        where = f"step {step}'s printed line of `{self.command}`"
+        expect(bool(lines), where, f"'step {step} | loss ... | norm ...'", "none")
         found = figure(lines[0], name)
-        expect(found is not None, f"step {step}'s printed line", f"a '{name} <number>' field", lines[0].strip())
+        expect(found is not None, where, f"a '{name} <number>' field", lines[0].strip())
         return found
 
     def value(self, step: int, name: str) -> float:
@@ -145,10 +138,11 @@ def snapshot(optimizer, squares: dict[int, float]) -> Step:
 def train_here(tree, *own: str) -> Run:
     """`python train_gpt2.py --preset cpu OWN` on the tiny model, run as the learner's main() in this process,
     recording every optimizer.step() and the gradients' norm before it."""
-    run = Run(shown(tree, own))
+    flags = argv(tree, own)
+    run = Run(tree.command(flags))
     with backward_norms(tree.name("train_gpt2", "GPT")) as squares:
         with watch(step=lambda optimizer: run.steps.append(snapshot(optimizer, squares))):
-            run.text = tree.main(argv(tree, own), f"python {run.command}").stdout
+            run.text = tree.main(flags, f"`{run.command}`").stdout
     return run
 
 
@@ -162,15 +156,15 @@ def ranks(tree, own: tuple[str, ...], nproc: int = 2, timeout: float = 90) -> Ru
     """`torchrun --nproc_per_node=2 train_gpt2.py FLAGS`, started as torchrun starts it: one `python train_gpt2.py`
     per rank with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (without torchrun's own agent
     process, which would cost one more start of torch). What every rank printed, in rank order."""
-    run = Run(shown(tree, own))
-    command = f"torchrun --nproc_per_node={nproc} {run.command}"
+    flags = argv(tree, own)
+    run = Run(shlex.join(["torchrun", f"--nproc_per_node={nproc}", "train_gpt2.py", *flags]))
     # a second time only where the machine failed the run, not the code: another program took the free port before
     # rank 0 bound it, or gloo aborted a rank as the process group came down (seen, rarely, on a loaded machine)
     for attempt in range(2):
-        texts, failed, again = launch(tree, argv(tree, own), nproc, timeout, command, attempt)
+        texts, failed, again = launch(tree, flags, nproc, timeout, f"`{run.command}`", attempt)
         if not again:
             break
-    expect(not failed, command, "every rank to run", "; ".join(failed))
+    expect(not failed, f"`{run.command}`", "every rank to run", "; ".join(failed))
     run.text = "".join(texts)
     return run
 
@@ -239,18 +233,19 @@ def ranks_against_one(tree, B: int, steps: int = 3) -> None:
     micro = 512 // (B * 64 * 2)
     under = f"2 ranks ({micro} micro-step{'s' if micro > 1 else ''} of B={B} each)"
     lines = step_lines(two.text)
+    under = f"`{two.command}` ({under})"
     for step in range(steps):
         count = len(lines.get(step, []))
-        expect(count == 1, f"step {step}'s printed line with {under}", "once (only rank 0 prints)", f"{count} times")
+        expect(count == 1, f"step {step}'s printed line of {under}", "once (only rank 0 prints)", f"{count} times")
     for step in range(steps):
         for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
             expected, found = one.figure(step, name), two.figure(step, name)
-            what = f"the {name} at step {step} with {under}, against 1 process on the same 512 tokens"
+            what = f"the printed {name} at step {step} of {under}, against the same flags in 1 process"
             expect_same_printed(what, expected, found, tolerance)
     drift = printed(two.text, "replicas differ by at most")
     said = "'replicas differ by at most ...'"
-    expect(drift is not None, f"what rank 0 prints at the end with {under}", said, "no such line")
-    expect(drift == 0.0, f"the largest weight difference between the ranks with {under}", 0.0, f"{drift:.3e}")
+    expect(drift is not None, f"what rank 0 prints at the end of {under}", said, "no such line")
+    expect(drift == 0.0, f"the largest weight difference between the ranks of {under}", 0.0, f"{drift:.3e}")
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -270,20 +265,21 @@ def betas_clip(tree):
     norms = [run.figure(step, "norm") for step in range(4)]
     expect(
         max(norm for norm, _ in norms) > 1.0,
-        "the norms printed in 4 steps of the tiny model",
+        f"the norms printed by `{run.command}`",
         "the norms before clipping (some above 1.0)",
         ", ".join(f"{norm:.4f}" for norm, _ in norms),
     )
     for step, ((norm, digit), taken) in enumerate(zip(norms, run.steps)):
         expect_close(
-            f"the norm printed at step {step} (the global norm of the gradients backward() left, before clipping)",
+            f"the norm printed at step {step} of `{run.command}` (the global norm of the gradients backward() "
+            "left, before clipping)",
             taken.backward_norm,
             norm,
             rel=1e-5,
             abs_=0.5 * digit + 1e-6,  # to the printed precision
         )
         expect_close(
-            f"the gradient norm optimizer.step() applies at step {step} (printed norm {norm:.4f})",
+            f"the gradient norm optimizer.step() applies at step {step} of `{run.command}` (printed norm {norm:.4f})",
             min(norm, 1.0),
             taken.grad_norm,
             rel=2e-4,
@@ -404,11 +400,12 @@ def grad_accum(tree):
     for B, micro in (("4", 2), ("2", 4)):
         parts = train_here(tree, "-B", B, "--total-batch", "512", "--max-steps", str(steps))
         what = f"`{parts.command}` ({micro} micro-steps)"
+        against = f"against the same run with -B 8 (one batch a step): `{whole.command}`"
         expect(len(parts.steps) == len(whole.steps), f"optimizer steps in {what}", len(whole.steps), len(parts.steps))
         for step in range(steps):
             for name, tolerance in (("loss", 2e-6), ("norm", 2e-4)):
                 expect_same_printed(
-                    f"the printed {name} at step {step} of {what} (against one batch of 8)",
+                    f"the printed {name} at step {step} of {what}, {against}",
                     whole.figure(step, name),
                     parts.figure(step, name),
                     tolerance,

@@ -22,15 +22,11 @@ from .model import gpt2_parameters
 class Run:
     """What one in-process training run showed: its GPT's forward calls, the optimizers that stepped, its output."""
 
-    own: tuple[str, ...]  # the check's own flags
+    shown: str  # the run as a command line the learner can paste, in backquotes (Tree.command)
     forwards: list = field(default_factory=list)  # core.Forward, one per call of a GPT's forward
     optimizers: list = field(default_factory=list)
     losses: list = field(default_factory=list)  # the dtype of each loss the GPT's forward returned
     stdout: str = ""
-
-    @property
-    def shown(self) -> str:
-        return f"train_gpt2.main(--preset cpu, a 2-layer model, {' '.join(self.own) or 'no other flags'})"
 
     def vocabulary(self) -> str:
         """The logits' last dimension, as one number (or every one seen)."""
@@ -42,11 +38,12 @@ def train_run(tree, *own: str, steps: int = 1) -> Run:
     `steps` steps of 2 × 16 tokens, then `own` flags (they win); an argparse error or a non-zero exit is a one-line
     failure."""
     GPT = tree.name("train_gpt2", "GPT")
-    argv = ["--preset", "cpu", "--data", str(tree.corpus())]
-    argv += [*flags(batch_size=2, seq_len=16, max_steps=steps), *own]
-    run = Run(own)
+    argv = tree.quick(
+        ["--preset", "cpu", "--data", str(tree.corpus()), *flags(batch_size=2, seq_len=16, max_steps=steps), *own]
+    )
+    run = Run(f"`{tree.command(argv)}`")
     with watch(GPT, step=run.optimizers.append) as forwards, loss_dtypes(GPT) as losses:
-        run.stdout = tree.main(tree.quick(argv), run.shown).stdout
+        run.stdout = tree.main(argv, run.shown).stdout
     run.forwards, run.losses = forwards, losses
     expect(bool(run.forwards), f"{run.shown}", "GPT.forward to run", "no call of a GPT's forward")
     return run
@@ -184,9 +181,9 @@ def preset(tree):
     # the model the preset builds: one step of 1 × 8 tokens, the preset's sizes untouched
     GPT = tree.name("train_gpt2", "GPT")
     argv = ["--preset", "cpu", *flags(device="cpu", data=tree.corpus(), batch_size=1, seq_len=8, max_steps=1)]
-    shown = "train_gpt2.main(['--preset', 'cpu', '-B', '1', '-T', '8', '--max-steps', '1'])"
+    shown = f"`{tree.command(argv)}`"
     with watch(GPT) as forwards:
-        tree.main(argv, shown)
+        tree.main(argv)
     expect(bool(forwards), shown, "a GPT's forward to run", "no call of a GPT's forward")
     found = sum(p.numel() for p in forwards[0].model.parameters())
     expected = gpt2_parameters(4, 128, VOCAB, 1024, tied=True)
