@@ -11,7 +11,6 @@ import os
 import re
 import sys
 import time
-import traceback
 from argparse import BooleanOptionalAction
 from dataclasses import asdict, dataclass
 
@@ -24,11 +23,11 @@ from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from longrun import hellaswag_scoring
-from longrun.common import EOT, ArgumentParser, UserError, count, fraction, positive_float, random_seed, run_cli, whole
+from longrun.common import EOT, ArgumentParser, UserError, count, fraction, positive_float, random_seed, whole
 from longrun.manifest import check_shard_folder
 from longrun.meters import MFU, TimeLeft
 from longrun.run_folder import Console, RunFolder, load_weights, read_checkpoint
-from longrun.stopping import StopRequest, leave_process_group, peer_gone, stop_if_not_finite
+from longrun.stopping import StopRequest, run_job, stop_if_not_finite
 
 # ------------------------------------------------------------------------------------------------------------------
 # ---- model
@@ -790,26 +789,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        code = run_cli(
-            "train_gpt2.py",
-            lambda: train(args),
-            # before the loop's own handler, or a second Ctrl-C: stop now, save nothing more
-            interrupted="nothing since the last checkpoint was saved (--resume continues from it)",
-        )
-    except Exception as error:
-        if not dist.is_initialized():
-            raise
-        if peer_gone(error):  # another rank failed first, and said why: a traceback here would only bury that
-            print(f"train_gpt2.py: error: rank {dist.get_rank()}: another process of the job stopped", file=sys.stderr)
-        else:
-            traceback.print_exc()  # a bug on one rank: its traceback, then out at once (below)
-        code = 1
-    finally:
-        Console.stop()  # after the error's line, which console.txt holds too
-    if dist.is_initialized():
-        leave_process_group(code)
-    return code
+    # before the loop's own handler, or a second Ctrl-C: stop now, save nothing more
+    interrupted = "nothing since the last checkpoint was saved (--resume continues from it)"
+    return run_job("train_gpt2.py", lambda: train(args), interrupted, finish=Console.stop)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,12 @@ import math
 import os
 import signal
 import sys
+import traceback
 
 import torch
 import torch.distributed as dist
 
-from longrun.common import UserError
+from longrun.common import UserError, run_cli
 
 
 class StopRequest:
@@ -84,3 +85,23 @@ def leave_process_group(code):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # now: not even Python's own shutdown, which could wait on the group as well
+
+
+def run_job(prog, run, interrupted, finish=lambda: None):
+    """run_cli for one rank of a job, which then leaves the process group: an error only this rank hits is its one
+    line (a bug's is its traceback); a rank whose collective broke because another rank is gone says just that."""
+    try:
+        code = run_cli(prog, run, interrupted=interrupted)
+    except Exception as error:
+        if not dist.is_initialized():
+            raise
+        if peer_gone(error):  # another rank failed first, and said why: a traceback here would only bury that
+            print(f"{prog}: error: rank {dist.get_rank()}: another process of the job stopped", file=sys.stderr)
+        else:
+            traceback.print_exc()  # a bug on one rank: its traceback, then out at once (below)
+        code = 1
+    finally:
+        finish()  # after the error's line (the run's console.txt holds it too)
+    if dist.is_initialized():
+        leave_process_group(code)
+    return code
