@@ -91,10 +91,10 @@ def test_step_keys_move_through_the_series(demo_history, tmp_path):
         for key, index in [("n", 1), ("right", 2), ("p", 1), ("left", 0), ("G", 4), ("g", 0)]:
             await pilot.press(key)
             steps = app.query_one(StepList)
-            assert app.reader.index == index and steps.step_at[steps.highlighted] == index
+            assert app.reader.nav.index == index and steps.step_at[steps.highlighted] == index
         await pilot.press("p")
         await pilot.press("G", "n")
-        assert app.reader.index == 4 and notes == ["This is the first step.", "This is the last step."]
+        assert app.reader.nav.index == 4 and notes == ["This is the first step.", "This is the last step."]
         assert title(app) == "Step 5/5 · Keep the sample text"
         assert "The first step's sample becomes the test text" in app.query_one(Narration).document.source
         assert diff_lines(app)[:2] == ["R input.txt → data/sample.txt   +0 −0", "no change to the content"]
@@ -107,11 +107,11 @@ def test_jump_to_a_step_number(demo_history, tmp_path):
 
     async def keys(pilot):
         await pilot.press("colon", "4", "enter")
-        assert app.reader.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
+        assert app.reader.nav.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
         await pilot.press("colon", "9", "9", "enter")
-        assert app.reader.index == 3 and notes == ["No step '99': enter a number from 1 to 5."]
+        assert app.reader.nav.index == 3 and notes == ["No step '99': enter a number from 1 to 5."]
         await pilot.press("colon", "2", "escape")
-        assert app.reader.index == 3 and not app.query_one("#prompt").display
+        assert app.reader.nav.index == 3 and not app.query_one("#prompt").display
         assert app.focused is app.query_one(DiffView)  # focus goes back where it was
 
     drive(app, keys, SIZE)
@@ -125,7 +125,7 @@ def test_search_narration_and_diffs_then_next_and_previous_match(demo_history, t
         assert notes == ["No search yet: press / to search."]
         await pilot.press("slash", *"c_attn", "enter")
         # the first match from step 1 is step 4's narration ("Names follow ... (`c_attn`, `c_proj`)")
-        assert app.reader.index == 3 and status(app) == "step-04 · unified · match 1/3"
+        assert app.reader.nav.index == 3 and status(app) == "step-04 · unified · match 1/3"
         await pilot.press("N")
         assert status(app).endswith("match 2/3")
         current = [line for line in diff_lines(app) if "c_attn" in line]
@@ -133,13 +133,13 @@ def test_search_narration_and_diffs_then_next_and_previous_match(demo_history, t
         await pilot.press("P", "P")
         assert status(app).endswith("match 3/3")  # wraps around
         await pilot.press("slash", *"Shakespeare", "enter")
-        assert app.reader.index == 0 and status(app).endswith("match 1/1")
+        assert app.reader.nav.index == 0 and status(app).endswith("match 1/1")
         await pilot.press("n")  # another step: no match here, so no counter; N still goes on from the match
         assert status(app) == "step-02 · unified"
         await pilot.press("N")
-        assert app.reader.index == 0 and status(app).endswith("match 1/1")
+        assert app.reader.nav.index == 0 and status(app).endswith("match 1/1")
         await pilot.press("slash", *"no such/words", "enter")  # inside the prompt, / is text
-        assert notes[-1] == "No match for 'no such/words'." and app.reader.match is None
+        assert notes[-1] == "No match for 'no such/words'." and app.reader.nav.search.current is None
 
     drive(app, keys, SIZE)
 
@@ -189,15 +189,15 @@ def test_file_list_clicks_and_tab_focus(demo_history, tmp_path):
     async def keys(pilot):
         files = app.query_one(FileList)
         assert files.display and files.option_count == 2  # step 1 adds input.txt and train_gpt2.py
-        assert app.reader.path == "train_gpt2.py"  # the code first, the data after it
+        assert app.reader.nav.path == "train_gpt2.py"  # the code first, the data after it
         assert diff_lines(app)[0].startswith("A train_gpt2.py")
         await pilot.click(FileList, offset=(4, 1))
-        assert app.reader.path == "input.txt"
+        assert app.reader.nav.path == "input.txt"
         assert any(line.startswith("A input.txt") for line in diff_lines(app))
         await pilot.press("f")
         assert diff_lines(app)[0] == "input.txt at step-01"
         await pilot.click(StepList, offset=(4, 3))
-        assert app.reader.index == 3
+        assert app.reader.nav.index == 3
         assert not app.query_one(FileList).display  # one file: no list
         app.query_one(StepList).focus()
         seen = []
@@ -345,7 +345,7 @@ def test_an_editor_that_cannot_start_is_a_message_and_the_app_goes_on(demo_histo
         assert notes == [f"Could not start the editor {command!r}: {reason}"]
         assert list(app.reader.copies.root.iterdir()) == []
         await pilot.press("n")
-        assert app.reader.index == 1  # still reading
+        assert app.reader.nav.index == 1  # still reading
 
     drive(app, keys, SIZE)
     assert not app.reader.copies.root.exists()
@@ -366,7 +366,7 @@ def test_help_lists_every_binding(demo_history, tmp_path):
 
     async def keys(pilot):
         await pilot.press("question_mark", "colon", "n")  # the reader's keys wait behind the help
-        assert isinstance(app.screen, HelpScreen) and app.reader.index == 0
+        assert isinstance(app.screen, HelpScreen) and app.reader.nav.index == 0
         text = "\n".join(str(widget.render()) for widget in app.screen.query("Static"))
         for keys, description in key_rows(app, ReaderScreen.BINDINGS):
             assert keys in text and description in text
@@ -419,7 +419,7 @@ def test_quit_remembers_the_step(demo_history, tmp_path):
     app, _ = reader(demo_history, tmp_path)
 
     async def keys_again(pilot):
-        assert app.reader.index == 2 and title(app).startswith("Step 3/5")
+        assert app.reader.nav.index == 2 and title(app).startswith("Step 3/5")
 
     drive(app, keys_again, SIZE)
 
@@ -452,7 +452,7 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
         where = Path(app.reader.series.repo.working_tree_dir).resolve()
         assert app.reader.series.git() == f"git -C {shlex.quote(str(where))}"  # a command that works wherever you are
         await pilot.press("slash", *"line 9999", "enter")  # in the big diff, past the rows it shows
-        assert app.reader.index == 6 and notes[-1] == (
+        assert app.reader.nav.index == 6 and notes[-1] == (
             f"This match is past the first {MAX_ROWS:,} rows shown: "
             f"{app.reader.series.git()} show {app.reader.series.steps[-1].commit.sha} shows it all."
         )
@@ -474,9 +474,9 @@ def test_step_list_follows_the_keyboard_when_focused(demo_history, tmp_path):
     async def keys(pilot):
         app.query_one(StepList).focus()
         await pilot.press("down", "down")
-        assert app.reader.index == 2
+        assert app.reader.nav.index == 2
         await pilot.press("enter")
-        assert isinstance(app.focused, OptionList) and app.reader.index == 2
+        assert isinstance(app.focused, OptionList) and app.reader.nav.index == 2
 
     drive(app, keys, SIZE)
 
@@ -491,9 +491,9 @@ def test_the_step_list_groups_the_parts_under_headings(run_history, tmp_path):
         assert lines == ["Part I", "1 A script that talks", "Part II", "2 A long wait", "3 A failure"]
         steps.focus()
         await pilot.press("down")  # over the heading
-        assert app.reader.index == 1 and steps.step_at[steps.highlighted] == 1
+        assert app.reader.nav.index == 1 and steps.step_at[steps.highlighted] == 1
         await pilot.press("up")
-        assert app.reader.index == 0
+        assert app.reader.nav.index == 0
 
     drive(app, keys, SIZE)
 
@@ -611,7 +611,7 @@ def test_a_long_run_is_stopped_with_its_whole_process_group(run_history, tmp_pat
         pids.extend(int(p) for p in next(x for x in app.runs.records[1].lines if x.startswith("pids ")).split()[1:])
         assert app.runs.records[1].running and panel(app)[2].startswith("running · ")
         await pilot.press("p")  # the app goes on while it runs
-        assert app.reader.index == 0 and app.query_one(DiffView).display
+        assert app.reader.nav.index == 0 and app.query_one(DiffView).display
         await pilot.press("n")
         assert panel(app)[1][-1].startswith("pids ")
         await pilot.press(key)
@@ -836,13 +836,13 @@ def test_help_lists_horizontal_scrolling_and_it_scrolls(demo_history, tmp_path):
     async def keys(pilot):
         assert any(keys.startswith("shift+") or "⇧" in keys for keys, _ in key_rows(app, ReaderScreen.BINDINGS))
         await pilot.press("colon", "4", "enter", "shift+right")
-        assert app.query_one(DiffView).scroll_offset.x == 8 and app.reader.index == 3
+        assert app.query_one(DiffView).scroll_offset.x == 8 and app.reader.nav.index == 3
         app.query_one(StepList).focus()  # from anywhere
         await pilot.press("shift+right")
-        assert app.query_one(DiffView).scroll_offset.x == 16 and app.reader.index == 3
+        assert app.query_one(DiffView).scroll_offset.x == 16 and app.reader.nav.index == 3
         await pilot.press("shift+left")
         await pilot.press("shift+left")
-        assert app.query_one(DiffView).scroll_offset.x == 0 and app.reader.index == 3
+        assert app.query_one(DiffView).scroll_offset.x == 0 and app.reader.nav.index == 3
 
     drive(app, keys, (60, 24))
 
@@ -890,13 +890,13 @@ def test_a_step_git_cannot_read_is_shown_and_the_app_goes_on(tmp_path):
 
     async def keys(pilot):
         await pilot.press("slash", *"needle", "enter")  # step 3's diff reads the lost blob
-        assert app.reader.index == 0 and status(app).endswith("match 1/2")
+        assert app.reader.nav.index == 0 and status(app).endswith("match 1/2")
         await pilot.press("colon", "2", "enter")
         assert diff_lines(app)[0].startswith("git could not read this step: ")
         await pilot.press("n")
-        assert app.reader.index == 2 and diff_lines(app)[0].startswith("git could not read this step")
+        assert app.reader.nav.index == 2 and diff_lines(app)[0].startswith("git could not read this step")
         await pilot.press("p", "p")
-        assert app.reader.index == 0 and diff_lines(app)[0].startswith("A a.txt")
+        assert app.reader.nav.index == 0 and diff_lines(app)[0].startswith("A a.txt")
 
     drive(app, keys, SIZE)
 
@@ -997,7 +997,7 @@ def test_the_narration_is_one_document_refilled_with_each_steps_text(tmp_path_fa
             await pilot.press(key)
             if key in ("colon", "2", "4"):
                 continue
-            text = NARRATIONS[app.reader.index].strip()
+            text = NARRATIONS[app.reader.nav.index].strip()
             if not text:
                 assert narration.region.width == 0  # collapsed; what it holds is not shown
                 continue
@@ -1123,7 +1123,7 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
         await pilot.press("colon", "4")  # of five steps, "4" is step 4: read ahead
         await until(pilot, lambda: read_by_the_loader(app, 3), "the read ahead of step 4 starts")
         await pilot.press("enter")
-        assert app.reader.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
+        assert app.reader.nav.index == 3 and title(app) == "Step 4/5 · Causal self-attention"
         assert any("self.c_attn" in line for line in diff_lines(app))
 
     drive(app, enter_during_the_read, SIZE)
@@ -1133,13 +1133,13 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
 
     async def search_during_the_read(pilot):
         await pilot.press("G")  # step 5, never read before
-        assert app.reader.index == 4 and read_by_the_loader(app, 4)
+        assert app.reader.nav.index == 4 and read_by_the_loader(app, 4)
         await pilot.pause(0.2)
         assert Bookmarks(tmp_path / "again" / "walkthrough.json").recall(app.reader.series) == 4
         await pilot.press("colon", "3", "escape")  # step 3 read ahead, not gone to
         assert read_by_the_loader(app, 2)
         await pilot.press("slash", *"c_attn", "enter")  # a search reads every step itself, at once
-        assert app.reader.index == 3 and status(app).endswith("match 1/3")  # none from step 5 on: the first
+        assert app.reader.nav.index == 3 and status(app).endswith("match 1/3")  # none from step 5 on: the first
 
     drive(app, search_during_the_read, SIZE)
     assert max(Counter(commit for commit, _ in reads).values()) == 1
