@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input
 
 
 class Prompt(Input):
-    """One line at the bottom for a search or a step number; the app says what it is for."""
+    """One line at the bottom for a search or a step number; the screen says what it is for. Closed,
+    it gives focus back to where it was."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", show=False)]
 
@@ -16,11 +18,17 @@ class Prompt(Input):
         pass
 
     purpose = ""
+    _before: Widget | None = None  # what had focus when the prompt opened
 
     def ask(self, purpose: str, placeholder: str) -> None:
         self.purpose, self.placeholder, self.value = purpose, placeholder, ""
+        self._before = self.screen.focused
         self.display = True
-        self.screen.set_focus(self)  # now, not after the queue (focus() waits): keys typed fast land here
+        self.screen.set_focus(self)  # now, not after the queue (focus() waits): fast keys land here
+
+    def close(self) -> None:
+        self.display = False
+        self.screen.set_focus(self._before)
 
     def action_cancel(self) -> None:
         self.post_message(self.Cancelled())

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import shutil
 from dataclasses import asdict
 
 from textual import on
-from textual.app import ComposeResult, SuspendNotSupported
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.content import Content
@@ -20,11 +19,10 @@ from textual.widgets import Input, OptionList, Static
 
 from .bookmark import Bookmarks
 from .checks import CHECKS
-from .clipboard import copy_with_a_tool, where_it_went
 from .confirm_screen import ConfirmRun
 from .diff import FileDiff, Line
 from .diff_view import DiffView
-from .editor import Copies, prepare_edit, run_editor
+from .editor import Copies, prepare_edit
 from .errors import WalkthroughError
 from .file_list import FileList
 from .history import Match, Series, Step
@@ -33,7 +31,7 @@ from .keys_footer import KeysFooter
 from .narration_view import Narration
 from .navigation import Navigation, position
 from .prompt import Prompt
-from .run_control import RunControl
+from .run_control import Press, RunControl
 from .run_panel import RunPanel
 from .runner import Record, plan
 from .step_files import StepFiles
@@ -53,7 +51,6 @@ class ReaderScreen(Screen):
         self.nav = Navigation(series)
         self.files = StepFiles(series)
         self.copies = Copies()  # where e writes the files it opens
-        self._focus_before_prompt: Widget | None = None
         self._bookmark_due = False  # a step shown whose bookmark is not written yet
 
     def compose(self) -> ComposeResult:
@@ -210,8 +207,7 @@ class ReaderScreen(Screen):
 
     @on(Prompt.Cancelled)
     def _close_prompt(self) -> None:
-        self.query_one(Prompt).display = False
-        (self._focus_before_prompt or self.query_one(DiffView)).focus()
+        self.query_one(Prompt).close()
 
     # ---- moving through the series (see keys.py)
 
@@ -234,16 +230,12 @@ class ReaderScreen(Screen):
     async def action_last_step(self) -> None:
         await self.go_to(len(self.series.steps) - 1)
 
-    def _ask(self, purpose: str, placeholder: str) -> None:
-        self._focus_before_prompt = self.focused
-        self.query_one(Prompt).ask(purpose, placeholder)
-
     def action_jump(self) -> None:
-        self._ask("jump", f"Step number ({self.nav.numbers()}), then Enter")
+        self.query_one(Prompt).ask("jump", f"Step number ({self.nav.numbers()}), then Enter")
 
     def action_search(self) -> None:
         hint = "Search narration and diffs, then Enter; N and P for the next and previous match"
-        self._ask("search", hint)
+        self.query_one(Prompt).ask("search", hint)
 
     async def _jump(self, text: str) -> None:
         index = self.nav.typed(text)
@@ -309,14 +301,14 @@ class ReaderScreen(Screen):
     # ---- copying a command
 
     def action_copy_checkout(self) -> None:
-        self._copy(self.series.checkout(self.nav.index))
+        self.app.copy(self.series.checkout(self.nav.index))
 
     def action_copy_try_it(self) -> None:
         lines = [planned.text for planned in plan(self.series.steps[self.nav.index].narration)]
         if not lines:
             self.notify("This step's narration has no Try-it command.", severity="warning")
             return
-        self._copy("\n".join(lines))
+        self.app.copy("\n".join(lines))
 
     def has_exercise(self, step: Step) -> bool:
         """Whether `walkthrough exercise N` works for this step: our own series, and a check."""
@@ -328,39 +320,27 @@ class ReaderScreen(Screen):
             why = "the checks cover Part 0's and Part I's steps"
             self.notify(f"Step {step.number} has no exercise: {why}.", severity="warning")
             return
-        self._copy(f"walkthrough exercise {step.number}")
-
-    def _copy(self, text: str) -> None:
-        """Through a clipboard program where there is one, and always to the terminal (OSC 52), then
-        say which happened: a terminal may drop the request, and nothing says so."""
-        tool = copy_with_a_tool(text)
-        self.app.copy_to_clipboard(text)
-        self.notify(f"{where_it_went(tool)}: {text}", timeout=4, markup=False)
+        self.app.copy(f"walkthrough exercise {step.number}")
 
     # ---- running a step's Try-it: RunControl decides, the run panel shows
 
     def action_run(self) -> None:
-        index = self.nav.index
-        press = self.runs.press(index)
+        press = self.runs.press(self.nav.index)
         if press.text:
             severity = "warning" if press.warning else "information"
             self.notify(press.text, severity=severity, timeout=4)
-        if press.do == "ask":
-
-            def answered(yes: bool | None) -> None:
-                if yes:
-                    self.runs.confirm(index)
-                    self.run_worker(self._run(index, press.planned), group="run")
-
-            self.app.push_screen(ConfirmRun(press.text, list(press.argvs)), answered)
-        elif press.do == "run":
+        if press.do != "say":
             # a worker, not an await: the app keeps reading keys (r and esc stop the run) meanwhile
-            self.run_worker(self._run(index, press.planned), group="run")
+            self.run_worker(self._run(self.nav.index, press), group="run")
 
-    async def _run(self, index: int, planned) -> None:
+    async def _run(self, index: int, press: Press) -> None:
+        if press.do == "ask":
+            if not await self.app.push_screen_wait(ConfirmRun(press.text, list(press.argvs))):
+                return
+            self.runs.confirm(index)
         ticker = self.set_interval(0.5, self._tick)  # the foot's seconds
         try:
-            record = await self.runs.run(index, planned, self._run_started, self._run_line)
+            record = await self.runs.run(index, press.planned, self._run_started, self._run_line)
         except WalkthroughError as error:
             self.notify(str(error), severity="error", markup=False)
             return
@@ -402,15 +382,5 @@ class ReaderScreen(Screen):
         edit = prepare_edit(self.series, self.nav.index, self.nav.path, self.copies, line)
         if isinstance(edit, str):
             self.notify(edit, severity="warning", markup=False)
-            return
-        try:
-            with self.app.suspend():  # run_editor raises nothing, which would skip the resume
-                failure = run_editor(edit.argv)
-        except SuspendNotSupported:
-            why = "This terminal can't hand over to an editor"
-            self.notify(f"{why}; the copy is at {edit.copy}", severity="warning", markup=False)
-            return  # the copy stays until the app exits
-        # the copy was for this editor; one that returns at once (code without --wait) finds it gone
-        shutil.rmtree(edit.folder, ignore_errors=True)
-        if failure:
-            self.notify(failure, severity="error", markup=False)
+        else:
+            self.app.edit(edit)
