@@ -1212,6 +1212,29 @@ def test_S_saves_the_screen_as_an_svg_and_says_where(demo_history, tmp_path, mon
     assert svg.startswith("<svg") and "Step 4/5 · Causal self-attention" in svg
 
 
+def test_a_narrow_footer_shows_whole_keys_from_help_on_and_a_wide_one_all(demo_history, tmp_path):
+    app, _ = reader(demo_history, tmp_path)
+    labels = [key.description for key in ReaderScreen.BINDINGS if key.show]
+
+    def footer() -> list[str]:
+        """The footer's labels on screen, each checked to be drawn whole inside the terminal."""
+        keys = [key for key in app.screen.query("FooterKey") if key.display]
+        assert all(key.region.right <= app.size.width for key in keys)
+        return [key.description for key in keys]
+
+    async def keys(pilot):
+        narrow = footer()
+        assert narrow == labels[: len(narrow)] and 8 <= len(narrow) < len(labels) and narrow[0] == "Help"
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        assert footer() == labels
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert footer() == narrow
+
+    drive(app, keys, (80, 24))
+
+
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_help_snapshot(demo_history, tmp_path, snap_compare, size):
     app = WalkthroughApp(load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json"))

@@ -622,7 +622,8 @@ def test_usage_mistakes_are_one_line_and_exit_1(capsys, argv, message):
 def test_python_dash_m_and_the_model_layer_never_imports_textual(tmp_path):
     code = (
         "import sys, walkthrough.cli, walkthrough.patches, walkthrough.rows, walkthrough.bookmark,"
-        " walkthrough.run_control, walkthrough.step_files, walkthrough.clipboard, walkthrough.editor;"
+        " walkthrough.run_control, walkthrough.step_files, walkthrough.clipboard, walkthrough.editor,"
+        " walkthrough.navigation, walkthrough.keys;"
         "assert not [m for m in sys.modules if m.split('.')[0] == 'textual'], 'textual imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -1,47 +1,67 @@
-"""The footer: the keys of the app's binding table, with their labels."""
+"""The footer: the keys of the app's binding table, with their labels, as many as fit whole."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from .keys import fitting
+
 
 class KeysFooter(Footer):
-    """The footer, made again only when the keys it shows change, and then only when it must. Textual's own makes
-    a widget per key again twice for each move of focus, though moving between the panes changes none of them;
-    the `:` and `/` prompt, where every key is text, only hides the keys and shows them again: here by hiding
-    their widgets."""
+    """The footer, made again only when the keys it shows change, and then only when it must.
+    Textual's own makes a widget per key again twice for each move of focus, though moving between
+    the panes changes none of them; the `:` and `/` prompt, where every key is text, only hides the
+    keys and shows them again: here by hiding their widgets. Where the screen is too narrow for them
+    all, the last keys are hidden whole, never cut mid-label: the first, `?`, lists them all."""
 
-    _shown: tuple | None = None  # the keys shown now: (action, key, description, enabled, tooltip) each
+    _shown: tuple | None = None  # the keys shown now: (action, key, label, enabled, tooltip) each
     _made: tuple | None = None  # the keys the footer's widgets were made for
     _pending = False  # a remake is on its way
 
     def bindings_changed(self, screen: Screen) -> None:
         self._bindings_ready = True
-        if not screen.app.app_focus or not self.is_attached or screen is not self.screen or self._pending:
-            return
-        self._pending = True
-        self.call_after_refresh(self._remake)
+        if screen.app.app_focus and self.is_attached and screen is self.screen:
+            self._remake_soon()
+
+    def on_resize(self) -> None:
+        self._remake_soon()
+
+    def _remake_soon(self) -> None:
+        if not self._pending:
+            self._pending = True
+            self.call_after_refresh(self._remake)
 
     def _keys(self) -> tuple:
-        """What Footer.compose shows: a key per action (the first of its bindings), in the bindings' order."""
+        """What Footer.compose shows: a key per action (the first of its bindings), in the bindings'
+        order."""
         keys: dict[str, tuple] = {}
         for _, binding, enabled, tooltip in self.screen.active_bindings.values():
             if binding.show and binding.action not in keys:
-                keys[binding.action] = (binding.action, binding.key, binding.description, enabled, tooltip)
+                key = self.app.get_key_display(binding)
+                keys[binding.action] = (binding.action, key, binding.description, enabled, tooltip)
         return tuple(keys.values())
+
+    def _fitting(self, keys: tuple) -> tuple:
+        """The first keys that fit the footer's width, each as the compact footer draws it: the key,
+        a space, the label, a space."""
+        widths = [cell_len(key) + 1 + cell_len(label) + 1 for _, key, label, _, _ in keys]
+        return keys[: fitting(widths, self.size.width)]
 
     async def _remake(self) -> None:
         self._pending = False
-        shown = self._keys()
+        keys = self._keys()
+        shown = self._fitting(keys)
         if shown == self._shown:
             return
         self._shown = shown
-        widgets = {key.action: key for key in self.query_children("FooterKey")}
         made = self._made or ()
-        if tuple(widgets) == tuple(key[0] for key in made) and shown == tuple(key for key in made if key in shown):
-            for action, widget in widgets.items():  # some of the keys made, as they were made
-                widget.display = any(key[0] == action for key in shown)
-            return
-        self._made = shown
-        await self.recompose()
+        actions = tuple(key.action for key in self.query_children("FooterKey"))
+        # widgets for all the keys, made again only when those shown now are not some of those made
+        some_made = shown == tuple(key for key in made if key in shown)
+        if actions != tuple(key[0] for key in made) or not some_made:
+            self._made = keys
+            await self.recompose()
+        for widget in self.query_children("FooterKey"):
+            widget.display = any(key[0] == widget.action for key in shown)
