@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from longrun.common import lock_folder
 from tools import plot_log
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -87,28 +88,34 @@ def test_a_run_folder_gets_its_curves_beside_its_log(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"plot_log.py: error: no log at {tmp_path / 'empty' / 'log.txt'}"
 
 
-def test_watch_redraws_when_the_log_changes_and_ends_quietly_on_ctrl_c(tmp_path, capsys, monkeypatch):
+def test_watch_redraws_when_the_log_changes_and_stops_when_the_run_ends(tmp_path, capsys, monkeypatch):
     log = tmp_path / "log.txt"
     log.write_text("# run 0123456789ab\n")  # a run that has not logged a step yet
-    run = ["0 val 10.9\n0 train 10.95\n", "1 train 9.5\n", "", KeyboardInterrupt]
+    held = lock_folder(tmp_path)  # the run's own lock, which it holds while it runs
+    run = ["0 val 10.9\n0 train 10.95\n", "1 train 9.5\n", "", "2 train 9.1\n", None]
     naps = []
 
-    def nap(seconds):  # instead of sleeping: the run logs its lines, then nothing, then the user presses Ctrl-C
+    def nap(seconds):  # instead of sleeping: the run logs its lines, then nothing, then more, then it ends
         naps.append(seconds)
-        if (news := run[len(naps) - 1]) is KeyboardInterrupt:
-            raise news
-        if news:
+        news = run[len(naps) - 1]
+        if news is None:
+            held.close()
+        elif news:
             with open(log, "a") as f:
                 f.write(news)
 
     monkeypatch.setattr(plot_log.time, "sleep", nap)
     assert plot_log.main([str(log), "--watch", "0.5"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert naps == [0.5] * 4
-    # drawn once the first lines came and again after the next; no PNG before them, no redraw without news
-    assert [line for line in out if line.startswith("wrote")] == [f"wrote {tmp_path / 'curves.png'}"] * 2
-    assert out[-2] == "train: 10.95 at step 0 -> 9.5 at step 1"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["curves.png", "log.txt"]  # no temporary file left
+    assert naps == [0.5] * 5
+    # drawn when lines came, never without news; after the run ended, nothing more to wait for
+    assert [line for line in out if line.startswith("wrote")] == [f"wrote {tmp_path / 'curves.png'}"] * 3
+    assert out[-3:] == [
+        "train: 10.95 at step 0 -> 9.1 at step 2",
+        f"wrote {tmp_path / 'curves.png'}",
+        f"{log}: no run is writing it: stopped watching",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "curves.png", "log.txt"]  # no temporary file
 
 
 @pytest.mark.parametrize("seconds", ["0", "-1", "soon"])
@@ -142,6 +149,7 @@ def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
     )
     assert watcher.stderr.readline() == f"waiting for {run_dir / 'log.txt'}: the run has not written it yet\n"
     run_dir.mkdir(parents=True)
+    held = lock_folder(run_dir)  # the run, running
     (run_dir / "log.txt").write_text("# run abc\n0 train 10.9\n1 train 10.2\n2 train 9.8\n")
     for _ in range(1200):  # a deadline against hanging, not a timing
         if (run_dir / "curves.png").exists():
@@ -150,6 +158,7 @@ def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
     assert (run_dir / "curves.png").exists()
     watcher.send_signal(signal.SIGTERM)
     assert watcher.wait(timeout=300) == 0 and "Traceback" not in watcher.stderr.read()
+    held.close()
 
 
 def test_a_diverged_value_is_drawn_around_not_a_crash(tmp_path):

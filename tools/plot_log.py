@@ -12,7 +12,7 @@ import sys
 import time
 from collections import defaultdict
 
-from longrun.common import ArgumentParser, UserError, positive_float, run_cli, write_atomically
+from longrun.common import ArgumentParser, UserError, lock_folder, positive_float, run_cli, write_atomically
 from longrun.run_folder import read_log
 
 # the bars to beat: OpenAI's GPT-2 124M checkpoint on FineWeb-Edu val (the lecture's figure); on HellaSwag, GPT-2
@@ -126,8 +126,17 @@ def stop_watching(signum, frame):
     raise KeyboardInterrupt
 
 
+def running(folder):
+    """Whether a run holds its folder: train_gpt2.py locks it for as long as it runs."""
+    try:
+        lock_folder(folder, hold=False)
+    except UserError:
+        return True
+    return False
+
+
 def watch(log, out, every, fineweb, full):
-    """Redraw whenever the log has changed, looking every `every` seconds, until Ctrl-C."""
+    """Redraw whenever the log has changed, looking every `every` seconds, until the run ends or Ctrl-C."""
     seen = None
     signal.signal(signal.SIGTERM, stop_watching)  # SIGTERM (kill, a closing tmux) ends it as Ctrl-C does
     if not os.path.isfile(log):
@@ -139,6 +148,9 @@ def watch(log, out, every, fineweb, full):
                 seen = stat.st_size, stat.st_mtime_ns
                 if series := read_series(log):  # no step line yet: the run is still starting
                     draw(series, out, fineweb, full)
+            if stat and not running(os.path.dirname(log)):  # drawn as it ended: nothing more will come
+                print(f"{log}: no run is writing it: stopped watching", flush=True)
+                return 0
             time.sleep(every)
     except KeyboardInterrupt:  # the way to stop watching, not a failure
         return 0
@@ -155,7 +167,7 @@ def main(argv=None):
         f"({GPT2_124M_VAL_LOSS}, the lecture's figure); the log does not say which data a run used",
     )
     p.add_argument("--full", action="store_true", help="the whole loss range (default: from a tenth into the run)")
-    p.add_argument("--watch", type=positive_float, metavar="SECONDS", help="redraw every SECONDS until Ctrl-C")
+    p.add_argument("--watch", type=positive_float, metavar="SECONDS", help="redraw every SECONDS until the run ends")
     args = p.parse_args(argv)
     return run_cli("plot_log.py", lambda: run(args))
 
