@@ -21,7 +21,7 @@ from walkthrough.cli import check_series as check
 from walkthrough.cli import main as walkthrough_main
 from walkthrough.history import PART, parts_of
 from walkthrough.narration import TRY_IT, read
-from walkthrough.patches import build, read_steps
+from walkthrough.patches import read_steps
 
 STEPS = ROOT / "steps"
 PATCHES = read_steps(STEPS)
@@ -31,13 +31,6 @@ N_STEPS = len(PATCHES)
 ONLY = {int(n) for n in os.environ.get("CHECK_STEPS", "").split(",") if n.strip()}
 
 
-@pytest.fixture(scope="module")
-def history(tmp_path_factory) -> Path:
-    into = tmp_path_factory.mktemp("series") / "history"
-    build(STEPS, into)
-    return into
-
-
 def checkout(history: Path, n: int, folder: Path) -> Path:
     tar = subprocess.run(["git", "archive", f"step-{n:02d}"], cwd=history, capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
@@ -45,7 +38,8 @@ def checkout(history: Path, n: int, folder: Path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
+# once a process, as conftest.py's series_history: with pytest-xdist a process runs this file's tests between others'
+@pytest.fixture(scope="session")
 def stand_ins(tmp_path_factory) -> Path:
     pytest.importorskip("transformers")
     return make_stand_ins(tmp_path_factory.mktemp("stand-ins"), ROOT / "input.txt")
@@ -79,14 +73,18 @@ def test_three_parts():
     assert "tools/plot_log.py" in results_step.narration, f"Part I must end with the results: {results_step.subject}"
 
 
-def test_checkout_every_step(history):
-    for n in range(N_STEPS + 1):
-        tag = f"step-{n:02d}"
-        subprocess.run(["git", "checkout", "-q", tag], cwd=history, check=True)
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=history, capture_output=True, text=True).stdout
-        tagged = subprocess.run(["git", "rev-parse", f"{tag}^{{commit}}"], cwd=history, capture_output=True, text=True)
-        assert head == tagged.stdout
-    subprocess.run(["git", "checkout", "-q", "main"], cwd=history, check=True)
+def test_checkout_every_step(series_history):
+    try:
+        for n in range(N_STEPS + 1):
+            tag = f"step-{n:02d}"
+            subprocess.run(["git", "checkout", "-q", tag], cwd=series_history, check=True)
+            head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=series_history, capture_output=True, text=True)
+            tagged = subprocess.run(
+                ["git", "rev-parse", f"{tag}^{{commit}}"], cwd=series_history, capture_output=True, text=True
+            )
+            assert head.stdout == tagged.stdout
+    finally:  # the history is the session's: the other tests find it on main
+        subprocess.run(["git", "checkout", "-q", "main"], cwd=series_history, check=True)
 
 
 # a Try-it a test, each in an xdist group of its own: with pytest-xdist they spread over its processes (conftest.py)
@@ -95,10 +93,11 @@ def test_checkout_every_step(history):
     [pytest.param(n, marks=pytest.mark.xdist_group(f"try-it-{n:02d}")) for n in range(1, N_STEPS + 1)],
     ids=lambda n: f"step-{n:02d}",
 )
-def test_step_keeps_its_promise(history, stand_ins, tmp_path, n):
+def test_step_keeps_its_promise(series_history, stand_ins, tmp_path, n):
     if ONLY and n not in ONLY:
         pytest.skip(f"not in CHECK_STEPS={os.environ['CHECK_STEPS']}")
-    problem, output, _ = run(checkout(history, n, tmp_path / f"step-{n:02d}"), PATCHES[n - 1].narration, stand_ins)
+    folder = checkout(series_history, n, tmp_path / f"step-{n:02d}")
+    problem, output, _ = run(folder, PATCHES[n - 1].narration, stand_ins)
     assert problem is None, f"step {n:02d}: {problem}\n{output[-6000:]}"
 
 
