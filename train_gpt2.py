@@ -480,13 +480,7 @@ def hellaswag_accuracy(model, examples, B, device, autocast, ddp):
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
     with autocast():
         counts = hellaswag_scoring.evaluate(
-            model,
-            examples,
-            device=device,
-            batch_size=max(1, B // 4),
-            rank=rank,
-            world_size=world_size,
-            fixed_shape=True,
+            model, examples, device=device, batch_size=B // 4 or 1, rank=rank, world_size=world_size, fixed_shape=True
         )
     _, correct_norm, total = all_reduce_sum(list(counts), device, ddp)
     return correct_norm, total
@@ -738,12 +732,7 @@ def parse_args(argv=None):
     p = ArgumentParser(description="Train GPT-2. The defaults are the 124M reproduction on FineWeb-Edu 10B.")
     p.add_argument("--preset", choices=sorted(PRESETS), help="a named set of defaults; flags still override it")
     p.add_argument("--data", default="edu_fineweb10B", help="a shard folder from fineweb.py, or a text file")
-    p.add_argument(
-        "--shuffle",
-        action=BooleanOptionalAction,
-        default=True,
-        help="visit shards and documents in a seeded random order each epoch",
-    )
+    p.add_argument("--shuffle", action=BooleanOptionalAction, default=True, help="a seeded random order each epoch")
     p.add_argument("--pretrained", help="start from gpt2, gpt2-medium, ... or a transformers folder (sizes ignored)")
     p.add_argument("--n-layer", type=count, default=12, help="transformer blocks")
     p.add_argument("--n-head", type=count, default=12, help="attention heads per block")
@@ -768,12 +757,7 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--seed", type=random_seed, default=1337)
     p.add_argument("--log-dir", default="log")
-    p.add_argument(
-        "--resume",
-        nargs="?",
-        const="latest",
-        help="continue from the latest checkpoint in --log-dir, or from the checkpoint given",
-    )
+    p.add_argument("--resume", nargs="?", const="latest", help="the latest checkpoint in --log-dir, or the one given")
     args, _ = p.parse_known_args(argv)
     if args.preset:
         p.set_defaults(**PRESETS[args.preset])
