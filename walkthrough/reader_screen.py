@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from dataclasses import asdict
+from functools import partial
 
 from textual import on
 from textual.app import ComposeResult
@@ -18,13 +19,13 @@ from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 
 from .bookmark import Bookmarks
+from .change_pane import ChangePane
 from .checks import CHECKS
 from .confirm_screen import ConfirmRun
 from .diff import FileDiff, Line
 from .diff_view import DiffView
 from .editor import Copies, prepare_edit
 from .errors import WalkthroughError
-from .file_list import FileList
 from .history import Match, Series, Step
 from .keys import KEYS
 from .keys_footer import KeysFooter
@@ -61,10 +62,7 @@ class ReaderScreen(Screen):
             yield StepList(id="steps")
             with Container(id="reading"):
                 yield Narration(id="narration")
-                with Vertical(id="change"):
-                    yield FileList(id="files")
-                    yield DiffView(id="diff")
-                    yield RunPanel(id="run")
+                yield ChangePane(id="change")
         with Vertical(id="bottom"):  # the prompt above the footer, never under it
             yield Prompt(id="prompt")
             yield KeysFooter(compact=True)
@@ -72,7 +70,7 @@ class ReaderScreen(Screen):
     async def on_mount(self) -> None:
         self.query_one(StepList).show_steps(self.series.steps)
         await self.go_to(self.bookmarks.recall(self.series), new_step=True)
-        self.query_one(DiffView).focus()
+        self.query_one(ChangePane).shown().focus()
         # what exists now (Textual, the series) lives as long as the app: freezing it spares the
         # garbage collector from walking it all again in the middle of a step switch (tens of ms)
         gc.freeze()
@@ -124,11 +122,8 @@ class ReaderScreen(Screen):
         files = self.files.of(index)
         if new_step and not self.nav.whole_file:
             self.nav.follow(files)
-        file_list = self.query_one(FileList)
-        with file_list.prevent(OptionList.OptionHighlighted):
-            if new_step:
-                file_list.show_files(files)
-            file_list.highlighted = position(files, self.nav.path)
+        change = self.query_one(ChangePane)
+        change.list_files(files if new_step else None, position(files, self.nav.path))
         self._show_change(files, line)
 
     def _remember(self) -> None:
@@ -147,27 +142,14 @@ class ReaderScreen(Screen):
             self.query_one(DiffView).prepare(self.files.of(index))
 
     def _show_change(self, files: list[FileDiff], line: Line | None = None) -> None:
-        """Hand the change pane what it shows (the step's run, or Navigation's layout); scroll to
+        """Hand the change pane what it shows: the step's run, or Navigation's layout scrolled to
         `line` or the current file."""
         record = self.runs.records.get(self.nav.index) if self.nav.show_run else None
-        diff, panel = self.query_one(DiffView), self.query_one(RunPanel)
-        file_list, log = self.query_one(FileList), panel.query_one("#run-log")
-        had_focus = self.focused in (diff, log)
-        panel.display, diff.display = record is not None, record is None
-        if had_focus:  # keys keep scrolling what is shown
-            (diff if record is None else log).focus()
-        file_list.display = record is None and len(files) > 1
+        change = self.query_one(ChangePane)
         if record is not None:
-            panel.show(self.runs.head(record), record.lines, self.runs.foot(record))
-        else:
-            diff.show(layout := self.nav.layout(files))
-            row = layout.line_rows.get(id(line)) if line is not None else None
-            if row is not None:
-                diff.mark(row)
-            elif line is not None:
-                self.notify(self.nav.past_the_rows(), severity="warning", markup=False)
-            elif not layout.path and (file := position(files, self.nav.path)) is not None:
-                diff.scroll_to_row(layout.file_rows[file])
+            change.show_run(self.runs.head(record), record.lines, partial(self.runs.foot, record))
+        elif not change.show_diff(self.nav.layout(files), line, position(files, self.nav.path)):
+            self.notify(self.nav.past_the_rows(), severity="warning", markup=False)
         self._show_title()
 
     def _show_title(self) -> None:
@@ -293,7 +275,7 @@ class ReaderScreen(Screen):
         self.nav.zoomed = not self.nav.zoomed
         self._show_title()
         if self.nav.zoomed and isinstance(self.focused, (StepList, Narration)):  # hidden now
-            self.query_one(RunPanel if self.query_one(RunPanel).display else DiffView).focus()
+            self.query_one(ChangePane).shown().focus()
 
     def action_scroll_diff(self, columns: int) -> None:
         self.query_one(DiffView).scroll_relative(x=columns, animate=False)
@@ -338,16 +320,13 @@ class ReaderScreen(Screen):
             if not await self.app.push_screen_wait(ConfirmRun(press.text, list(press.argvs))):
                 return
             self.runs.confirm(index)
-        ticker = self.set_interval(0.5, self._tick)  # the foot's seconds
         try:
             record = await self.runs.run(index, press.planned, self._run_started, self._run_line)
         except WalkthroughError as error:
             self.notify(str(error), severity="error", markup=False)
             return
-        finally:
-            ticker.stop()
-        if record is not None and self._showing(record):
-            self.query_one(RunPanel).set_foot(self.runs.foot(record))
+        if self._showing(record):  # how it ended, at once
+            self.query_one(RunPanel).update_foot()
             self._show_title()
 
     def _showing(self, record: Record | None) -> bool:
@@ -363,10 +342,6 @@ class ReaderScreen(Screen):
     def _run_line(self, record: Record, line: str) -> None:
         if self._showing(record):
             self.query_one(RunPanel).append(line)
-
-    def _tick(self) -> None:
-        if self._showing(record := self.runs.current):
-            self.query_one(RunPanel).set_foot(self.runs.foot(record))
 
     def action_stop(self) -> None:
         if stopping := self.runs.stop():

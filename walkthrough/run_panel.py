@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -12,21 +14,40 @@ from .rows import printable
 
 
 class RunPanel(Vertical):
-    """A step's run: the command and where it runs, its output as it comes, and how it ended. The app writes."""
+    """A step's run: the command and where it runs, its output as it comes, and how it ended. The
+    screen writes the output; the foot keeps itself current."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-head", markup=False)
-        yield RichLog(id="run-log", max_lines=20_000, wrap=True, min_width=20, markup=False, highlight=False)
+        yield RichLog(
+            id="run-log",
+            max_lines=20_000,
+            wrap=True,
+            min_width=20,
+            markup=False,
+            highlight=False,
+        )
         yield Static(id="run-foot", markup=False)
 
-    _output: list[str] = []  # the lines shown, as the run printed them: wrapped again when the width changes
+    _output: list[str] = []  # the lines shown, as printed: wrapped again on a new width
     _wrapped_at = 0  # the width they were wrapped at
+    _foot: Callable[[], str] = str  # how the run shown stands, asked again as time goes by
 
-    def show(self, head: str, lines: list[str], foot: str) -> None:
+    def on_mount(self) -> None:
+        self.set_interval(0.5, self.update_foot)  # a running run's seconds count up
+
+    def show(self, head: str, lines: list[str], foot: Callable[[], str]) -> None:
         self.query_one("#run-head", Static).update(head)
         self._output = []
         self._rewrap(lines)
-        self.set_foot(foot)
+        self._foot = foot
+        self.update_foot()
+
+    def update_foot(self) -> None:
+        """The foot as the run stands now; an ended run's stays as it is, and is not drawn again."""
+        foot = self.query_one("#run-foot", Static)
+        if self.display and (text := self._foot()) != foot.content:
+            foot.update(text)
 
     def _rewrap(self, lines: list[str]) -> None:
         self.query_one(RichLog).clear()
@@ -34,8 +55,9 @@ class RunPanel(Vertical):
             self.append(line)
 
     def _width(self) -> int:
-        # the width the log will have: a panel just made visible has not been laid out yet, and the log would
-        # wrap at its minimum width; the column it fills (#change) has been. 3: the padding and the scrollbar
+        # the width the log will have: a panel just made visible has not been laid out yet, and the
+        # log would wrap at its minimum width; the column it fills (#change) has been. 3: the
+        # padding and the scrollbar
         return max(20, (self.parent.content_size.width if self.parent else self.size.width) - 3)
 
     def append(self, line: str) -> None:
@@ -44,13 +66,10 @@ class RunPanel(Vertical):
         self.query_one(RichLog).write(Text(printable(line)), width=width)
 
     def on_resize(self, event: events.Resize) -> None:
-        """A new width (the pane zoomed, the terminal resized): the output wraps again to fill it."""
+        """A new width (the pane zoomed, the terminal resized): the output wraps again to fit."""
         if self._output and self._width() != self._wrapped_at:
             lines, self._output = self._output, []
             self._rewrap(lines)
-
-    def set_foot(self, foot: str) -> None:
-        self.query_one("#run-foot", Static).update(foot)
 
     @property
     def lines(self) -> list[str]:
