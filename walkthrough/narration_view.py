@@ -9,14 +9,15 @@ from textual.containers import VerticalScroll
 from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownBlock, MarkdownFence
 
-# Markdown's own block classes, by the names its public table gives them: a heading of any level, a paragraph
+# Markdown's own block classes, by the names its public table gives them: a heading of any level, a
+# paragraph
 HEADINGS = tuple(Markdown.BLOCKS[f"h{level}"] for level in range(1, 7))
 PARAGRAPH = Markdown.BLOCKS["paragraph_open"]
 
 
 class Narration(VerticalScroll):
-    """The narration of the step shown: one Markdown document, refilled in place from step to step (see
-    NarrationDocument), so a step switch mounts nothing but the blocks whose kind changed."""
+    """The narration of the step shown: one Markdown document, refilled in place from step to step
+    (see NarrationDocument), so a step switch mounts nothing but the blocks whose kind changed."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -27,6 +28,12 @@ class Narration(VerticalScroll):
         return next(iter(self.query_children(NarrationDocument)), None)
 
     async def show(self, key: object, markdown: str) -> None:
+        """The narration of `key`'s step. A commit with only a subject says no more than the
+        title bar: the pane steps aside."""
+        markdown = markdown.strip()
+        self.set_class(not markdown, "-empty")
+        if not markdown:
+            return
         document = self.document
         if document is None:
             await self.mount(NarrationDocument(markdown, parser_factory=_markdown_parser))
@@ -47,13 +54,14 @@ class Narration(VerticalScroll):
 
 
 class NarrationDocument(Markdown):
-    """A Markdown document that takes new text without being made again: a new document (or Markdown.update)
-    mounts a widget per block, and mounting is most of a step switch's cost. Here each block keeps its widget
-    where the new text has a block of the same kind in the same place (a paragraph, a code block, the same
-    heading), which takes the new content the way Markdown.append refills its last block; from the first block
-    that differs on, the old blocks go and the new ones are mounted. Refilling a block uses Markdown's own block
-    methods, which are not Textual's public API: tests/test_walkthrough_app.py holds each refill to what a new
-    document shows, so a Textual that changes them fails there, not in front of a reader."""
+    """A Markdown document that takes new text without being made again: a new document (or
+    Markdown.update) mounts a widget per block, and mounting is most of a step switch's cost. Here
+    each block keeps its widget where the new text has a block of the same kind in the same place (a
+    paragraph, a code block, the same heading), which takes the new content the way Markdown.append
+    refills its last block; from the first block that differs on, the old blocks go and the new ones
+    are mounted. Refilling a block uses Markdown's own block methods, which are not Textual's public
+    API: tests/test_walkthrough_app.py holds each refill to what a new document shows, so a Textual
+    that changes them fails there, not in front of a reader."""
 
     async def refill(self, markdown: str) -> None:
         async with self.lock:  # as Markdown.update: one change at a time
@@ -84,8 +92,8 @@ def _markdown_parser() -> MarkdownIt:
 
 
 def _refillable(old: MarkdownBlock, new: MarkdownBlock) -> bool:
-    """Whether `old` can show `new` as it is: a block without blocks inside it, of the same kind, and a heading
-    only with the same text (its id, which links go to, is made from the text)."""
+    """Whether `old` can show `new` as it is: a block without blocks inside it, of the same kind,
+    and a heading only with the same text (its id, which links go to, is made from the text)."""
     if type(old) is not type(new) or new._blocks:
         return False
     if isinstance(old, HEADINGS):

@@ -3,7 +3,6 @@ to the model: where the reader is (Navigation), the steps' files, the runs, the 
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from dataclasses import asdict
 from functools import partial
@@ -12,11 +11,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
-from textual.content import Content
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Input, OptionList
 
 from .bookmark import Bookmarks
 from .change_pane import ChangePane
@@ -37,6 +35,7 @@ from .run_panel import RunPanel
 from .runner import Record, plan
 from .step_files import StepFiles
 from .step_list import StepList
+from .title_bar import TitleBar
 
 
 class ReaderScreen(Screen):
@@ -55,9 +54,7 @@ class ReaderScreen(Screen):
         self._bookmark_due = False  # a step shown whose bookmark is not written yet
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="top"):
-            yield Static(id="title")
-            yield Static(id="status")
+        yield TitleBar(id="top")
         with Horizontal(id="body"):
             yield StepList(id="steps")
             with Container(id="reading"):
@@ -104,21 +101,14 @@ class ReaderScreen(Screen):
 
     async def _go_to(self, index: int, line: Line | None, new_step: bool) -> None:
         self.nav.index = index
-        loading = self.files.load(index)  # git reads the diff while the narration fills in
-        steps = self.query_one(StepList)
-        with steps.prevent(OptionList.OptionHighlighted):
-            steps.highlighted = steps.option_of[index]
+        self.files.load(index)  # git reads the diff while the narration fills in
+        self.query_one(StepList).point_at(index)
         if new_step:
-            # a commit with only a subject says nothing beyond the title bar: the pane steps aside
-            text = self.series.steps[index].narration.strip()
-            self.set_class(not text, "-no-narration")
-            if text:
-                await self.query_one(Narration).show(index, text)
+            await self.query_one(Narration).show(index, self.series.steps[index].narration)
             self._bookmark_due = True  # a file to write once the step is drawn (or at quit)
             self.call_after_refresh(self._remember)
             self.call_after_refresh(self._prepare_neighbours)
-        if loading is not None and not loading.done():
-            await asyncio.wait([asyncio.wrap_future(loading)])
+        await self.files.ready([index])
         files = self.files.of(index)
         if new_step and not self.nav.whole_file:
             self.nav.follow(files)
@@ -134,10 +124,7 @@ class ReaderScreen(Screen):
     async def _prepare_neighbours(self) -> None:
         """Make the next and previous steps' diffs ready while this one is read, so n and p are
         instant: read on the loader's threads, then their first screenful coloured."""
-        neighbours = self.nav.neighbours()
-        loading = [future for future in map(self.files.load, neighbours) if future is not None]
-        if loading:
-            await asyncio.wait([asyncio.wrap_future(future) for future in loading])
+        await self.files.ready(neighbours := self.nav.neighbours())
         for index in neighbours:
             self.query_one(DiffView).prepare(self.files.of(index))
 
@@ -155,9 +142,7 @@ class ReaderScreen(Screen):
     def _show_title(self) -> None:
         nav, step = self.nav, self.series.steps[self.nav.index]
         running = nav.show_run and nav.index in self.runs.records
-        self.query_one("#title", Static).update(Content(nav.title()))
-        status = nav.status(running, self.has_exercise(step))
-        self.query_one("#status", Static).update(Content(status))
+        self.query_one(TitleBar).show(nav.title(), nav.status(running, self.has_exercise(step)))
         self.set_class(nav.split and not nav.whole_file, "-split")
         self.set_class(nav.zoomed, "-zoom")
 
@@ -184,12 +169,7 @@ class ReaderScreen(Screen):
     @on(Input.Submitted, "#prompt")
     async def _prompt_submitted(self, event: Input.Submitted) -> None:
         purpose, text = self.query_one(Prompt).purpose, event.value.strip()
-        self._close_prompt()
         await (self._jump(text) if purpose == "jump" else self._search(text))
-
-    @on(Prompt.Cancelled)
-    def _close_prompt(self) -> None:
-        self.query_one(Prompt).close()
 
     # ---- moving through the series (see keys.py)
 
@@ -327,7 +307,6 @@ class ReaderScreen(Screen):
             return
         if self._showing(record):  # how it ended, at once
             self.query_one(RunPanel).update_foot()
-            self._show_title()
 
     def _showing(self, record: Record | None) -> bool:
         """Whether the run panel shows this run now."""

@@ -13,10 +13,11 @@ from .history import PART, Step, parts_of
 
 
 class StepList(OptionList):
-    """Step number and title; a long title wraps under itself, not under the number. The app moves the highlight."""
+    """Step number and title; a long title wraps under itself, not under the number. The screen
+    moves the highlight."""
 
-    # a new highlight repaints the two options it moves between, not the whole list (OptionList repaints all of it,
-    # a good part of a step switch's frame)
+    # a new highlight repaints the two options it moves between, not the whole list (OptionList
+    # repaints all of it, a good part of a step switch's frame)
     highlighted: reactive[int | None] = reactive(None, repaint=False)
 
     def watch_highlighted(self, old: int | None, new: int | None) -> None:
@@ -29,8 +30,8 @@ class StepList(OptionList):
     _options_width: int | None = None  # the width the options were drawn at
 
     def _on_resize(self, event: events.Resize) -> None:
-        """OptionList draws every option again on any resize; the drawings only depend on the width, and a change
-        of height alone (the prompt opening or closing under the list) keeps them."""
+        """OptionList draws every option again on any resize; the drawings only depend on the width,
+        and a change of height alone (the prompt opening or closing under the list) keeps them."""
         width = self.scrollable_content_region.width
         if width == self._options_width:
             event.prevent_default()
@@ -40,8 +41,8 @@ class StepList(OptionList):
     step_at: list[int | None] = []  # an option's step; None for a heading
 
     def show_steps(self, steps: list[Step]) -> None:
-        """The steps under a heading for each part: a title's "Part II · " becomes the heading above the part's
-        first step, so every title keeps the list's narrow width for its own words."""
+        """The steps under a heading for each part: a title's "Part II · " becomes the heading above
+        the part's first step, so every title keeps the list's narrow width for its own words."""
         width = len(str(max((step.number for step in steps), default=0)))
         parts = parts_of([step.title for step in steps])
         options, self.option_of, self.step_at = [], [], []
@@ -57,3 +58,8 @@ class StepList(OptionList):
             self.step_at.append(index)
             options.append(Option(grid))
         self.set_options(options)
+
+    def point_at(self, step: int) -> None:
+        """Highlight `step`'s option: the screen moved there, so no message says the reader did."""
+        with self.prevent(OptionList.OptionHighlighted):
+            self.highlighted = self.option_of[step]
