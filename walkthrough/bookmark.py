@@ -1,4 +1,5 @@
-"""Where you left off: the last step read in each series, in a small JSON file under $XDG_STATE_HOME."""
+"""Where you left off: the last step read in each series, in a small JSON file under
+$XDG_STATE_HOME."""
 
 from __future__ import annotations
 
@@ -17,6 +18,17 @@ def default_path() -> Path:
 class Bookmarks:
     def __init__(self, path: Path):
         self.path = Path(path)
+        self._due: tuple[Series, int] | None = None  # a step marked, not written yet
+
+    def mark(self, series: Series, index: int) -> None:
+        """Step `index` to remember at the next `write`: a step switch marks, and writes once its
+        frame is drawn (or at quit), so the file costs the switch nothing."""
+        self._due = (series, index)
+
+    def write(self) -> None:
+        if self._due is not None:
+            due, self._due = self._due, None
+            self.remember(*due)
 
     def _load(self) -> dict:
         try:
@@ -26,7 +38,8 @@ class Bookmarks:
         return data if isinstance(data, dict) else {}
 
     def recall(self, series: Series) -> int:
-        """The index of the step last read: found by commit id, else by number (the series was rebuilt)."""
+        """The index of the step last read: found by commit id, else by number (the series was
+        rebuilt)."""
         mark = self._load().get(series.key)
         if not isinstance(mark, dict):
             return 0

@@ -35,9 +35,9 @@ class ChangePane(Vertical):
                 file_list.show_files(files)
             file_list.highlighted = highlighted
 
-    def show_run(self, head: str, lines: list[str], foot: Callable[[], str]) -> None:
+    def show_run(self, run: object, head: str, lines: list[str], foot: Callable[[], str]) -> None:
         self._swap(run=True)
-        self.query_one(RunPanel).show(head, lines, foot)
+        self.query_one(RunPanel).show(run, head, lines, foot)
 
     def show_diff(self, layout: Layout, line: Line | None = None, file: int | None = None) -> bool:
         """The diff laid out, scrolled to `line` (a search match) or else to the top of `file` (one

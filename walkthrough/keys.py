@@ -27,8 +27,8 @@ KEYS = (
     Key("q", "app.quit", "Quit", "quit (the step you are on is remembered)", "quit"),
     Key("n,right", "next_step", "Next", "next step", "next_step"),
     Key("p,left", "previous_step", "Prev", "previous step", "previous_step"),
-    Key("g", "first_step", "First", "first step", "first_step", show=False),
-    Key("G", "last_step", "Last", "last step", "last_step", show=False),
+    Key("g", "go_to_end(0)", "First", "first step", "first_step", show=False),
+    Key("G", "go_to_end(-1)", "Last", "last step", "last_step", show=False),
     Key("colon", "jump", "Jump", "jump to a step by its number", "jump", priority=True),
     Key(
         "slash",
@@ -38,8 +38,8 @@ KEYS = (
         "search",
         priority=True,
     ),
-    Key("N", "next_match", "Next match", "next search match", "next_match", show=False),
-    Key("P", "previous_match", "Prev match", "previous search match", "previous_match", show=False),
+    Key("N", "move_match(1)", "Next match", "next search match", "next_match", show=False),
+    Key("P", "move_match(-1)", "Prev match", "previous search match", "previous_match", show=False),
     Key(
         "tab",
         "app.focus_next",

@@ -87,6 +87,16 @@ class Navigation:
         if position(files, self.path) is None:
             self.path = files[0].path if files else None
 
+    def toggle_file(self, files: list[FileDiff]) -> bool:
+        """The whole current file, or back to the step's diff (`files`), which may not touch the
+        file followed so far; False if the step changes no files."""
+        if self.path is None:
+            return False
+        self.whole_file = not self.whole_file
+        if not self.whole_file:
+            self.follow(files)
+        return True
+
     def at_match(self, match: Match, files: list[FileDiff]) -> Line | None:
         """Go to a search match, given its step's files: the line it is on (None: the narration)."""
         self.index = match.step

@@ -3,7 +3,6 @@ to the model: where the reader is (Navigation), the steps' files, the runs, the 
 
 from __future__ import annotations
 
-import gc
 from dataclasses import asdict
 from functools import partial
 
@@ -16,15 +15,16 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, OptionList
 
+from . import gc_pause
 from .bookmark import Bookmarks
 from .change_pane import ChangePane
 from .checks import CHECKS
 from .confirm_screen import ConfirmRun
-from .diff import FileDiff, Line
+from .diff import Line
 from .diff_view import DiffView
 from .editor import Copies, prepare_edit
 from .errors import WalkthroughError
-from .history import Match, Series, Step
+from .history import Match, Series
 from .keys import KEYS
 from .keys_footer import KeysFooter
 from .narration_view import Narration
@@ -51,7 +51,8 @@ class ReaderScreen(Screen):
         self.nav = Navigation(series)
         self.files = StepFiles(series)
         self.copies = Copies()  # where e writes the files it opens
-        self._bookmark_due = False  # a step shown whose bookmark is not written yet
+        own = runs.own_series  # `walkthrough exercise N` checks this project's own series
+        self.exercises = {i for i, step in enumerate(series.steps) if own and step.slug in CHECKS}
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="top")
@@ -68,18 +69,15 @@ class ReaderScreen(Screen):
         self.query_one(StepList).show_steps(self.series.steps)
         await self.go_to(self.bookmarks.recall(self.series), new_step=True)
         self.query_one(ChangePane).shown().focus()
-        # what exists now (Textual, the series) lives as long as the app: freezing it spares the
-        # garbage collector from walking it all again in the middle of a step switch (tens of ms)
-        gc.freeze()
+        gc_pause.freeze()
 
     def close(self) -> None:
         """The app is done: the bookmark written, no run left going, the copies e made removed."""
-        self._remember()  # a quit that came before the last step switch's frame
+        self.bookmarks.write()  # a quit that came before the last step switch's frame
         self.files.close()
         self.runs.close()
         self.copies.remove()
-        gc.unfreeze()  # let the app's objects be collected again
-        gc.enable()  # if a step switch had held collection off
+        gc_pause.thaw()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool:
         """: and / are priority keys, handled as they arrive, so the keys typed right after them
@@ -89,60 +87,50 @@ class ReaderScreen(Screen):
     # ---- the one place a step is shown
 
     async def go_to(self, index: int, line: Line | None = None, new_step: bool = False) -> None:
-        """Show step `index`; with `line`, scroll the diff to that search match.
-
-        One frame shows the whole change: no repaint while the step's narration is mounted (each
-        would cost a frame of the old step), and no garbage collection until that frame is drawn."""
-        if gc.isenabled():
-            gc.disable()
-            self.call_after_refresh(gc.enable)
+        """Show step `index` (with `line`, scrolled to that search match) in one frame: no repaint
+        while its narration is mounted (each would cost a frame of the old step), and no garbage
+        collection until that frame is drawn."""
+        gc_pause.hold(self.call_after_refresh)
+        new_step = new_step or index != self.nav.index
         with self.app.batch_update():
-            await self._go_to(index, line, new_step or index != self.nav.index)
-
-    async def _go_to(self, index: int, line: Line | None, new_step: bool) -> None:
-        self.nav.index = index
-        self.files.load(index)  # git reads the diff while the narration fills in
-        self.query_one(StepList).point_at(index)
-        if new_step:
-            await self.query_one(Narration).show(index, self.series.steps[index].narration)
-            self._bookmark_due = True  # a file to write once the step is drawn (or at quit)
-            self.call_after_refresh(self._remember)
-            self.call_after_refresh(self._prepare_neighbours)
-        await self.files.ready([index])
-        files = self.files.of(index)
-        if new_step and not self.nav.whole_file:
-            self.nav.follow(files)
-        change = self.query_one(ChangePane)
-        change.list_files(files if new_step else None, position(files, self.nav.path))
-        self._show_change(files, line)
-
-    def _remember(self) -> None:
-        if self._bookmark_due:
-            self._bookmark_due = False
-            self.bookmarks.remember(self.series, self.nav.index)
+            self.nav.index = index
+            self.files.load(index)  # git reads the diff while the narration fills in
+            self.query_one(StepList).point_at(index)
+            if new_step:
+                await self.query_one(Narration).show(index, self.series.steps[index].narration)
+                self.bookmarks.mark(self.series, index)
+                self.call_after_refresh(self.bookmarks.write)
+                self.call_after_refresh(self._prepare_neighbours)
+            [files] = await self.files.ready([index])
+            if new_step and not self.nav.whole_file:
+                self.nav.follow(files)
+            change = self.query_one(ChangePane)
+            change.list_files(files if new_step else None, position(files, self.nav.path))
+            self._show_change(line)
 
     async def _prepare_neighbours(self) -> None:
         """Make the next and previous steps' diffs ready while this one is read, so n and p are
         instant: read on the loader's threads, then their first screenful coloured."""
-        await self.files.ready(neighbours := self.nav.neighbours())
-        for index in neighbours:
-            self.query_one(DiffView).prepare(self.files.of(index))
+        for files in await self.files.ready(self.nav.neighbours()):
+            self.query_one(DiffView).prepare(files)
 
-    def _show_change(self, files: list[FileDiff], line: Line | None = None) -> None:
+    def _show_change(self, line: Line | None = None) -> None:
         """Hand the change pane what it shows: the step's run, or Navigation's layout scrolled to
         `line` or the current file."""
+        files = self.files.of(self.nav.index)  # read by now: the step is shown
         record = self.runs.records.get(self.nav.index) if self.nav.show_run else None
         change = self.query_one(ChangePane)
         if record is not None:
-            change.show_run(self.runs.head(record), record.lines, partial(self.runs.foot, record))
+            head, foot = self.runs.head(record), partial(self.runs.foot, record)
+            change.show_run(record, head, record.lines, foot)
         elif not change.show_diff(self.nav.layout(files), line, position(files, self.nav.path)):
             self.notify(self.nav.past_the_rows(), severity="warning", markup=False)
         self._show_title()
 
     def _show_title(self) -> None:
-        nav, step = self.nav, self.series.steps[self.nav.index]
+        nav = self.nav
         running = nav.show_run and nav.index in self.runs.records
-        self.query_one(TitleBar).show(nav.title(), nav.status(running, self.has_exercise(step)))
+        self.query_one(TitleBar).show(nav.title(), nav.status(running, nav.index in self.exercises))
         self.set_class(nav.split and not nav.whole_file, "-split")
         self.set_class(nav.zoomed, "-zoom")
 
@@ -156,9 +144,8 @@ class ReaderScreen(Screen):
 
     @on(OptionList.OptionHighlighted, "#files")
     def _file_chosen(self, event: OptionList.OptionHighlighted) -> None:
-        files = self.files.of(self.nav.index)
-        self.nav.path = files[event.option_index].path
-        self._show_change(files)
+        self.nav.path = self.files.of(self.nav.index)[event.option_index].path
+        self._show_change()
 
     @on(Input.Changed, "#prompt")
     def _prompt_changed(self, event: Input.Changed) -> None:
@@ -186,11 +173,9 @@ class ReaderScreen(Screen):
         else:
             await self.go_to(index)
 
-    async def action_first_step(self) -> None:
-        await self.go_to(0)
-
-    async def action_last_step(self) -> None:
-        await self.go_to(len(self.series.steps) - 1)
+    async def action_go_to_end(self, end: int) -> None:
+        """The first step (0) or the last (-1), counted as a list counts."""
+        await self.go_to(range(len(self.series.steps))[end])
 
     def action_jump(self) -> None:
         self.query_one(Prompt).ask("jump", f"Step number ({self.nav.numbers()}), then Enter")
@@ -208,8 +193,7 @@ class ReaderScreen(Screen):
             await self.go_to(index)
 
     async def _search(self, text: str) -> None:
-        self.files.settle()  # the search reads every step's files itself
-        match = self.nav.search.start(self.series.search(text) if text else [], self.nav.index)
+        match = self.nav.search.start(self.files.search(text) if text else [], self.nav.index)
         self.query_one(DiffView).set_query(text)
         if match is not None:
             await self._show_match(match)
@@ -222,34 +206,24 @@ class ReaderScreen(Screen):
         line = self.nav.at_match(match, self.files.of(match.step))
         await self.go_to(match.step, line)
 
-    async def _move_match(self, delta: int) -> None:
+    async def action_move_match(self, delta: int) -> None:
         match = self.nav.search.move(delta)
         if match is None:
             self.notify("No search yet: press / to search.", severity="warning")
         else:
             await self._show_match(match)
 
-    async def action_next_match(self) -> None:
-        await self._move_match(1)
-
-    async def action_previous_match(self) -> None:
-        await self._move_match(-1)
-
     # ---- what the change pane shows
 
     def action_toggle_split(self) -> None:
         self.nav.split, self.nav.whole_file = not self.nav.split, False
-        self._show_change(self.files.of(self.nav.index))
+        self._show_change()
 
     def action_toggle_file(self) -> None:
-        if self.nav.path is None:
+        if self.nav.toggle_file(self.files.of(self.nav.index)):
+            self._show_change()
+        else:
             self.notify("This step changes no files.", severity="warning")
-            return
-        self.nav.whole_file = not self.nav.whole_file
-        files = self.files.of(self.nav.index)
-        if not self.nav.whole_file:  # the file followed across steps may not be in this one
-            self.nav.follow(files)
-        self._show_change(files)
 
     def action_zoom(self) -> None:
         self.nav.zoomed = not self.nav.zoomed
@@ -260,29 +234,25 @@ class ReaderScreen(Screen):
     def action_scroll_diff(self, columns: int) -> None:
         self.query_one(DiffView).scroll_relative(x=columns, animate=False)
 
-    # ---- copying a command
+    # ---- handing the terminal a command to paste, or a file to edit
 
     def action_copy_checkout(self) -> None:
         self.app.copy(self.series.checkout(self.nav.index))
 
     def action_copy_try_it(self) -> None:
         lines = [planned.text for planned in plan(self.series.steps[self.nav.index].narration)]
-        if not lines:
+        if lines:
+            self.app.copy("\n".join(lines))
+        else:
             self.notify("This step's narration has no Try-it command.", severity="warning")
-            return
-        self.app.copy("\n".join(lines))
-
-    def has_exercise(self, step: Step) -> bool:
-        """Whether `walkthrough exercise N` works for this step: our own series, and a check."""
-        return self.runs.own_series and step.slug in CHECKS
 
     def action_exercise(self) -> None:
-        step = self.series.steps[self.nav.index]
-        if not self.has_exercise(step):
+        number = self.series.steps[self.nav.index].number
+        if self.nav.index in self.exercises:
+            self.app.copy(f"walkthrough exercise {number}")
+        else:
             why = "the checks cover Part 0's and Part I's steps"
-            self.notify(f"Step {step.number} has no exercise: {why}.", severity="warning")
-            return
-        self.app.copy(f"walkthrough exercise {step.number}")
+            self.notify(f"Step {number} has no exercise: {why}.", severity="warning")
 
     # ---- running a step's Try-it: RunControl decides, the run panel shows
 
@@ -300,36 +270,26 @@ class ReaderScreen(Screen):
             if not await self.app.push_screen_wait(ConfirmRun(press.text, list(press.argvs))):
                 return
             self.runs.confirm(index)
+        panel = self.query_one(RunPanel)
         try:
-            record = await self.runs.run(index, press.planned, self._run_started, self._run_line)
+            await self.runs.run(index, press.planned, self._run_started, panel.add)
         except WalkthroughError as error:
             self.notify(str(error), severity="error", markup=False)
             return
-        if self._showing(record):  # how it ended, at once
-            self.query_one(RunPanel).update_foot()
-
-    def _showing(self, record: Record | None) -> bool:
-        """Whether the run panel shows this run now."""
-        return record is not None and self.nav.show_run and self.nav.index == record.index
+        panel.update_foot()  # how it ended, at once
 
     def _run_started(self, record: Record) -> None:
         self.nav.show_run = True
         if self.nav.index == record.index:
-            self._show_change(self.files.of(record.index))
+            self._show_change()
             self.query_one(Narration).scroll_to_text("What you should see")
-
-    def _run_line(self, record: Record, line: str) -> None:
-        if self._showing(record):
-            self.query_one(RunPanel).append(line)
 
     def action_stop(self) -> None:
         if stopping := self.runs.stop():
             self.notify(stopping, timeout=2)
         elif self.nav.show_run:
             self.nav.show_run = False
-            self._show_change(self.files.of(self.nav.index))
-
-    # ---- e: the file in $EDITOR
+            self._show_change()
 
     def action_edit(self) -> None:
         line = self.query_one(DiffView).line_in_view(self.nav.path)

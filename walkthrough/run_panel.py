@@ -15,7 +15,7 @@ from .rows import printable
 
 class RunPanel(Vertical):
     """A step's run: the command and where it runs, its output as it comes, and how it ended. The
-    screen writes the output; the foot keeps itself current."""
+    screen hands it a run and the run's lines as they come; the foot keeps itself current."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-head", markup=False)
@@ -32,11 +32,13 @@ class RunPanel(Vertical):
     _output: list[str] = []  # the lines shown, as printed: wrapped again on a new width
     _wrapped_at = 0  # the width they were wrapped at
     _foot: Callable[[], str] = str  # how the run shown stands, asked again as time goes by
+    _run: object = None  # which run it is
 
     def on_mount(self) -> None:
         self.set_interval(0.5, self.update_foot)  # a running run's seconds count up
 
-    def show(self, head: str, lines: list[str], foot: Callable[[], str]) -> None:
+    def show(self, run: object, head: str, lines: list[str], foot: Callable[[], str]) -> None:
+        self._run = run
         self.query_one("#run-head", Static).update(head)
         self._output = []
         self._rewrap(lines)
@@ -59,6 +61,11 @@ class RunPanel(Vertical):
         # log would wrap at its minimum width; the column it fills (#change) has been. 3: the
         # padding and the scrollbar
         return max(20, (self.parent.content_size.width if self.parent else self.size.width) - 3)
+
+    def add(self, run: object, line: str) -> None:
+        """A line `run` printed: shown if the panel shows that run."""
+        if self.display and run is self._run:
+            self.append(line)
 
     def append(self, line: str) -> None:
         self._wrapped_at = width = self._width()

@@ -8,7 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from .diff import FileDiff
 from .errors import WalkthroughError
-from .history import Series
+from .history import Match, Series
 
 
 class StepFiles:
@@ -44,16 +44,18 @@ class StepFiles:
             loading = self._loads[index] = self._pool.submit(self.series.files, index)
         return loading
 
-    async def ready(self, indices: list[int]) -> None:
-        """Wait, without blocking the event loop, until the steps' files are read."""
+    async def ready(self, indices: list[int]) -> list[list[FileDiff]]:
+        """The steps' files, once read: the event loop goes on meanwhile."""
         loading = [future for future in map(self.load, indices) if future is not None]
         if loading:
             await asyncio.wait([asyncio.wrap_future(future) for future in loading])
+        return [self.of(index) for index in indices]
 
-    def settle(self) -> None:
-        """Wait for every read in progress (before a search reads all the steps itself)."""
+    def search(self, text: str) -> list[Match]:
+        """Series.search, which reads every step's files itself: once the reads in progress end."""
         for index in list(self._loads):
             self.of(index)
+        return self.series.search(text)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
