@@ -93,12 +93,10 @@ def run_job(prog, run, interrupted, finish=lambda: None):
     try:
         code = run_cli(prog, run, interrupted=interrupted)
     except Exception as error:
-        if not dist.is_initialized():
-            raise
-        if peer_gone(error):  # another rank failed first, and said why: a traceback here would only bury that
+        if dist.is_initialized() and peer_gone(error):  # another rank failed first, and said why: that's the one
             print(f"{prog}: error: rank {dist.get_rank()}: another process of the job stopped", file=sys.stderr)
         else:
-            traceback.print_exc()  # a bug on one rank: its traceback, then out at once (below)
+            traceback.print_exc()  # a bug: its traceback, then out (at once, in a job: below)
         code = 1
     finally:
         finish()  # after the error's line (the run's console.txt holds it too)

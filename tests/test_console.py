@@ -80,6 +80,27 @@ def test_console_holds_the_error_that_stops_a_run_and_log_txt_its_health(tmp_pat
     assert kinds == ["val", "train", "lr", "norm", "tok_s"], kinds  # mfu only where the peak is known
 
 
+def test_console_holds_a_bug_s_traceback_too(tmp_path, capsys, monkeypatch):
+    """A bug is no user's mistake: it keeps its traceback, and console.txt keeps it as the terminal showed it."""
+    data = tmp_path / "input.txt"
+    data.write_text((ROOT / "input.txt").read_text()[:100_000])
+
+    def bug(*args):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(train_gpt2, "checkpoint_due", bug)  # called after the first step
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        status = train_gpt2.main([*TINY, "--data", str(data), "--log-dir", str(tmp_path / "bug")])
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    err = capsys.readouterr().err
+    assert status == 1 and err.startswith("Traceback") and err.endswith("ValueError: a bug\n")
+    console = (tmp_path / "bug" / "console.txt").read_text()
+    assert console.rstrip().endswith("ValueError: a bug") and "Traceback" in console
+
+
 def test_time_left_goes_by_the_pace_since_the_first_step(monkeypatch):
     clock = [1000.0, 1010.0, 1030.0, 1060.0]  # when each step ends
     monkeypatch.setattr(train_gpt2.time, "time", lambda: clock[0] if len(clock) == 1 else clock.pop(0))

@@ -151,7 +151,7 @@ def test_a_rerun_redoes_nothing_and_one_with_other_flags_redoes_what_they_change
     assert "was trained with --total-batch 1024 (this run: 2048)" in other.stdout
     assert other.stderr == (
         "reproduce.py: error: stage preflight: did not finish (exit status 1; its output: "
-        "run[1] ?/stages/preflight.txt): put right what it says, then rerun the same command\n"
+        "run[1] ?/stages/preflight.txt): put right what it says, then run the command again\n"
     )
 
 
@@ -209,7 +209,7 @@ def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_re
     assert failed.returncode == 1 and "Traceback" not in failed.stdout + failed.stderr
     assert failed.stderr == (
         "reproduce.py: error: stage data: did not finish (exit status 1; its output: run[1] ?/stages/data.txt): "
-        "put right what it says, then rerun the same command\n"
+        "put right what it says, then run the command again\n"
     )
     assert "no-such.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text()  # fineweb.py's own error
     assert not (folder / "run[1] ?" / "report.json").exists()  # a card only for a finished day
@@ -295,9 +295,17 @@ def test_a_longer_run_replaces_the_export_and_a_flag_that_changes_nothing_leaves
     shorter = reproduce(command(corpus), folder)
     assert shorter.returncode == 1 and shorter.stderr == (
         "reproduce.py: error: stage train: run[1] ? holds a longer run (run[1] ?/model_00006.pt): "
-        "pass its --max-steps, then rerun the same command\n"
+        "pass its --max-steps, then run the command again\n"
     )
     assert json.loads((log / "report.json").read_text())["run"]["steps"] == 6  # the card of the run as it is
+    # cut back to the first command's run: its checkpoint is the final one, and the card is its alone
+    (log / "model_00006.pt").unlink()
+    cut = reproduce(command(corpus), folder)
+    assert cut.returncode == 0, cut.stdout + cut.stderr
+    card = json.loads((log / "report.json").read_text())
+    val = [line.split() for line in (log / "log.txt").read_text().splitlines() if " val " in line]
+    assert card["run"]["steps"] == 4 and card["val_loss"]["step"] == 4 and val[-1][0] == "6"
+    assert card["val_loss"]["value"] == float(next(v for s, _, v in val if s == "4"))
 
 
 def test_other_data_under_the_same_name_runs_the_day_again(straight, corpus, tmp_path):

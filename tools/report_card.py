@@ -64,7 +64,8 @@ def collect(log_dir, price):
     records = {s: record(stages, s) for s in STAGES}
     command = records["train"]["made_by"]  # the command whose run made the final checkpoint
     args = train_gpt2.parse_args(command["train_gpt2.py"])
-    series = read_series(log_dir / "log.txt")
+    logged = read_series(log_dir / "log.txt").items()  # to the final checkpoint: a run cut back logged past it
+    series = {k: [(s, v) for s, v in vs if s < args.max_steps + (k in ("val", "hella"))] for k, vs in logged}
     env = records["train"]["environment"]  # the machine the run ran on, which reproduce.py saved
     seconds = {s: round(records[s].get("seconds", 0.0), 3) for s in STAGES}
     gpus = env["gpu_count"] if args.device != "cpu" else 0
@@ -108,8 +109,7 @@ def markdown(card):
     lines += [f"- {stage}: {duration(seconds)}" for stage, seconds in card["stages"].items()]
     lines += ["", "## Run (tok_s, mfu: log.txt's median step), environment and data", ""]
     lines += [f"- {k}: {v}" for k, v in (run | card["environment"] | card["data"]).items() if v is not None]
-    lines += ["", "## Curves", "", "![loss and HellaSwag curves](curves.png)"]
-    lines += ["", "## Samples", "", "```", *card["samples"], "```"]
+    lines += ["", "## Curves", "", "![loss curves](curves.png)", "", "## Samples", "", "```", *card["samples"], "```"]
     return "\n".join(lines) + "\n"
 
 

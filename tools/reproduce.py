@@ -132,7 +132,7 @@ class Reproduction:
                 return
             why = f"did not finish (exit status {code}; its output: {self.stages / stage}.txt): put right what it says"
             why = f"{self.log_dir} holds a longer run ({last}): pass its --max-steps" if longer else why
-            raise UserError(f"stage {stage}: {why}, then rerun the same command")
+            raise UserError(f"stage {stage}: {why}, then run the command again")
         if stage == "train" and made != record.get("made"):
             record["made_by"] = command  # the command whose run wrote the final checkpoint, for the card
         # the next stage works on the file this one made, else on its inputs: a flag that leaves the run's
