@@ -16,6 +16,10 @@ if "TIKTOKEN_CACHE_DIR" not in os.environ and _shared_tiktoken.is_dir():
 # no test may touch the network: make HF libraries fail fast instead of hanging
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# torch's OpenMP threads wait for work asleep, not spinning: the suite runs a process a core, and beside it a spinning
+# thread burns a core that another process needs (a tiny run took twice the CPU time). The thread counts, and so the
+# order of every float sum, stay as they are. Set before anything loads torch, here and in every process started.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from repos import make_odd_repo  # noqa: E402  (it imports walkthrough, from ROOT)
 
@@ -48,16 +52,20 @@ def series_history(tmp_path_factory) -> Path:
     return into
 
 
-# The files that take longest, started first: with pytest-xdist, a long file started last would leave one process
-# working alone at the end while the others wait. The steps' Try-its (short, each a test) come last, filling the gaps:
-# the later steps' first, as they run longer (whole training runs, torchrun), the short ones of Part 0 at the very end.
+# The files that take longest, started first (as measured, longest first; pyproject.toml's --no-loadscope-reorder
+# keeps this order): with pytest-xdist, a long file started last would leave one process working alone at the end
+# while the others wait. The steps' Try-its (short, each a test) come last, filling the gaps: the later steps' first,
+# as they run longer (whole training runs, torchrun), the short ones of Part 0 at the very end.
 LONGEST_FIRST = [
-    "test_train.py",
     "test_reproduce.py",
+    "test_train.py",
     "test_errors.py",
-    "test_exercises.py",
-    "test_walkthrough_app.py",
     "test_hellaswag.py",
+    "test_fineweb.py",
+    "test_walkthrough_app.py",
+    "test_exercises.py",
+    "test_sample_export.py",
+    "test_gpu_acceptance.py",
 ]
 
 
