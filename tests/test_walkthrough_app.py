@@ -1133,11 +1133,12 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
 
     async def search_during_the_read(pilot):
         await pilot.press("G")  # step 5, never read before
-        assert app.reader.nav.index == 4 and read_by_the_loader(app, 4)
-        await pilot.pause(0.2)
-        assert Bookmarks(tmp_path / "again" / "walkthrough.json").recall(app.reader.series) == 4
+        assert app.reader.nav.index == 4
+        await until(pilot, lambda: read_by_the_loader(app, 4), "step 5 read on the loader's thread")
+        marks = Bookmarks(tmp_path / "again" / "walkthrough.json")
+        await until(pilot, lambda: marks.recall(app.reader.series) == 4, "step 5's bookmark written once drawn")
         await pilot.press("colon", "3", "escape")  # step 3 read ahead, not gone to
-        assert read_by_the_loader(app, 2)
+        await until(pilot, lambda: read_by_the_loader(app, 2), "the read ahead of step 3 starts")
         await pilot.press("slash", *"c_attn", "enter")  # a search reads every step itself, at once
         assert app.reader.nav.index == 3 and status(app).endswith("match 1/3")  # none from step 5 on: the first
 
