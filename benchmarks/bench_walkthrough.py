@@ -33,9 +33,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the package, and the tests' w
 
 from textual.highlight import highlight  # noqa: E402
 
+from walkthrough.diff_view import Code  # noqa: E402
 from walkthrough.gitcmd import ISOLATED  # noqa: E402
 from walkthrough.patches import build  # noqa: E402
-from walkthrough.diff_view import Code  # noqa: E402
 from walkthrough_fixtures import write_series  # noqa: E402
 
 STEPS = 30
