@@ -69,7 +69,7 @@ def zoomed(series, baseline):
 
 def plot(series, fineweb, full):
     """The figure: losses, and HellaSwag beside them when the run scored it; below, the run's health, where logged."""
-    from matplotlib.figure import Figure  # a figure of our own (no pyplot): --watch draws one per refresh
+    from matplotlib.figure import Figure  # a figure of our own: no pyplot, no window, no global state
 
     panels = 2 if series["hella"] else 1  # a run without HellaSwag (the cpu preset) gets no empty panel
     health = [kind for kind in HEALTH if series[kind]]
@@ -112,7 +112,7 @@ def plot_hellaswag(ax, points):
 
 
 def draw(series, out, fineweb, full):
-    """Write the PNG (whole or not at all: --watch rewrites it while a viewer may be reading it)."""
+    """Write the PNG, whole or not at all: a viewer may be reading the one before."""
     fig = plot(series, fineweb, full)
     try:
         write_atomically(out, lambda f: fig.savefig(f, format=os.path.splitext(out)[1][1:], dpi=100))

@@ -619,10 +619,11 @@ def checkpoints(tree):
         expect_close(f"{shown}: the printed {name}", expected, float(match[1]), abs_=1e-4)
 
 
-@check("results", "plot_log.main", "tools/plot_log.py LOG -o PNG")
+@check("results", "plot_log.main", "tools/plot_log.py LOG -o PNG --fineweb")
 def results(tree):
     """tools/plot_log.py reads a run's log.txt, draws the losses and HellaSwag side by side into a PNG, and prints where
-    each series starts and ends, the validation loss beside OpenAI GPT-2 124M's 3.2924. The CPU demo whose log it
+    each series starts and ends, the validation loss beside OpenAI GPT-2 124M's 3.2924 (with --fineweb: a loss on
+    FineWeb-Edu's validation split, which the log cannot tell apart from another). The CPU demo whose log it
     plots is `--preset cpu` alone: a 4-layer 128-wide model, 20 steps of 512 tokens, validation every 5 steps, samples
     at the end, no HellaSwag, its log in log/cpu (the real run scores HellaSwag every 250 steps, and logs in log/)."""
     cpu = dict(n_layer=4, n_embd=128, max_steps=20, total_batch=512, val_every=5, hellaswag_every=0, log_dir="log/cpu")
@@ -639,7 +640,7 @@ def results(tree):
     lines += ["2 val 9.75", "3 train 9.625", "4 val 9.5", "4 hella 0.375"]
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     png = tree.scratch() / "curves.png"
-    argv = [str(log), "-o", str(png)]
+    argv = [str(log), "-o", str(png), "--fineweb"]
     shown = f"`{tree.command(argv, 'tools.plot_log')}`"
     out = tree.main(argv, module="tools.plot_log").stdout
 
