@@ -134,7 +134,7 @@ SCENARIOS = {
         "p2",
         ["mlp-by-hand"],
         [NO_ZERO_GRAD],
-        "python part0/micrograd.py --steps 8: the parameters' grads at each backward(): expected all reset to 0 first",
+        "`python part0/micrograd.py --steps 8`: the parameters' grads at each backward(): expected all reset to 0",
     ),
     "tanh in the last layer too": ("p2", ["mlp-by-hand"], [TANH_IN_LAST_LAYER], "output 0 (tanh in every layer but"),
     "a neuron that does not list its bias": ("p2", ["mlp-by-hand"], [BIAS_NOT_LISTED], "expected 53 distinct Values"),
@@ -219,10 +219,10 @@ def test_a_check_ends_every_process_the_learners_code_started(series_history, tm
         ("import math\n", start + "import math\n"),
         file="part0/micrograd.py",
     )
-    (result,) = checks.run(tree, ["autograd"], timeout=20 if then == "times out" else 300)
+    (result,) = checks.run(tree, ["autograd"], timeout=10 if then == "times out" else 300)
     assert result.ok == (then == "passes"), result.message
     if then == "times out":
-        assert result.message == "the checks were still running after 20 s"
+        assert result.message == "the checks were still running after 10 s"
     gone = time.monotonic() + 30  # SIGKILL is sent, not yet acted on: a bound for a process left running, no timing
     while sleeping(marker) and time.monotonic() < gone:
         time.sleep(0.1)
