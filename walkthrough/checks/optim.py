@@ -158,9 +158,9 @@ def ranks(tree, own: tuple[str, ...], nproc: int = 2, timeout: float = 90) -> Ru
     process, which would cost one more start of torch). What every rank printed, in rank order."""
     flags = argv(tree, own)
     run = Run(shlex.join(["torchrun", f"--nproc_per_node={nproc}", "train_gpt2.py", *flags]))
-    # a second time only where the machine failed the run, not the code: another program took the free port before
-    # rank 0 bound it, or gloo aborted a rank as the process group came down (seen, rarely, on a loaded machine)
-    for attempt in range(2):
+    # again only where the machine failed the run, not the code: another program took the free port before rank 0
+    # bound it, or gloo aborted a rank as the process group came down (seen on a loaded machine, twice in a row once)
+    for attempt in range(3):
         texts, failed, again = launch(tree, flags, nproc, timeout, f"`{run.command}`", attempt)
         if not again:
             break
