@@ -217,6 +217,19 @@ def test_compare_shows_the_learners_change_beside_the_step(project):
     assert title.startswith(f"Step {exercise.step.number} · Your step")  # one step's versions: no "/3"
 
 
+def test_a_failure_that_quotes_a_command_says_where_it_runs(project, capsys, monkeypatch):
+    """A check's message quotes the command its figure came from; that command runs in the learner's tree."""
+    from walkthrough import checks, exercise
+
+    n = tying_step(project)
+    cli(capsys, project, str(n))
+    quoted = checks.Result("tying", False, "`python train_gpt2.py --max-steps 2`: expected 1.0, found 2.0", 1.0)
+    monkeypatch.setattr(exercise.Exercise, "run_check", lambda self: quoted)
+    code, out, _ = cli(capsys, project, str(n), "--check")
+    folder = project / f"exercise-{n:02d}-tying"
+    assert code == 1 and out.splitlines()[1] == f"(the commands quoted run in {folder}: cd there to paste one)"
+
+
 def test_the_docs_worked_example_is_what_the_check_prints(project, capsys):
     """docs/exercises.md's worked example: its mistake, added to the learner's tree, prints exactly its message."""
     page = (ROOT / "docs" / "exercises.md").read_text()

@@ -182,6 +182,8 @@ def _exercise(args: argparse.Namespace) -> int:
     if args.check:
         result = exercise.run_check()
         print(f"step {step.number} ({step.title}): {'pass' if result.ok else 'fail: ' + result.message}")
+        if not result.ok and "`" in result.message:  # a quoted command runs where the check ran it
+            print(f"(the commands quoted run in {exercise.folder}: cd there to paste one)")
         return 0 if result.ok else 1
     if args.compare:
         return _show(exercise.compare())

@@ -85,7 +85,8 @@ for request in sys.stdin:
         print(pid, flush=True)
         continue
     # the run: a process started in the tree, as `python -m walkthrough.checks TREE SLUG...` would be, leading a
-    # process group of its own, which ends with it (end_group): nothing the learner's code starts outlives it
+    # process group of its own, which ends with it (end_group): what the learner's code starts goes with it (a
+    # process that makes a session of its own leaves the group, and is the learner's to end)
     os.setpgid(0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its own subprocesses are waited for
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a Ctrl-C ends the run, as in any Python program
