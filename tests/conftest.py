@@ -36,6 +36,24 @@ def default_signals_for_children() -> None:
 default_signals_for_children()
 
 
+def pytest_sessionstart(session) -> None:
+    """Every temporary file of the session in pytest's own base folder, not the system's: a failed exercise
+    check keeps its check-* folder for the command its message quotes, torchrun leaves torchelastic_*, and a
+    suite run left hundreds in /tmp. Here they go beside tmp_path's folders, which pytest removes three runs
+    later. TMPDIR is set for every process the suite starts (os.environ, before the test files copy it into
+    their ENVs at import: a fixture would come too late), tempfile.tempdir for this one, which may have read
+    TMPDIR already. pytest-xdist's workers, started after this, have each their own base folder, and their
+    own TMPDIR in it."""
+    import getpass
+    import tempfile
+
+    # torch.compile's cache stays where it was: meant to outlive a run, it would be rebuilt every run
+    cache = Path(tempfile.gettempdir(), "torchinductor_" + getpass.getuser())  # torch's default
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    scratch = session.config._tmp_path_factory.mktemp("tmp")  # the tmp_path_factory fixture's, made already
+    os.environ["TMPDIR"] = tempfile.tempdir = str(scratch)
+
+
 @pytest.fixture(scope="module")
 def odd_repo(tmp_path_factory) -> Path:
     """Seven odd first-parent steps (see repos.make_odd_repo), for the walkthrough's model and app tests."""
