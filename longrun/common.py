@@ -13,22 +13,26 @@ import sys
 import threading
 from argparse import ArgumentTypeError
 
-EOT = 50256  # <|endoftext|>: GPT-2's only special token, the last id; fineweb.py puts it before every document
+# <|endoftext|>: GPT-2's only special token, the last id; fineweb.py puts it before every document
+EOT = 50256
 
 
 class UserError(Exception):
-    """A mistake the user can fix (bad input, a missing file, a folder we must not touch): reported as one line."""
+    """A mistake the user can fix (bad input, a missing file, a folder we must not touch): reported
+    as one line."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with a bad flag reported like every other user mistake: one line on stderr, exit code 1."""
+    """argparse, with a bad flag reported like every other user mistake: one line on stderr, exit
+    code 1."""
 
     def error(self, message):
         print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
         sys.exit(1)
 
 
-ALLOCATOR = "can't allocate memory"  # torch's CPU allocator says so; CUDA's raises torch.OutOfMemoryError
+# torch's CPU allocator says so; CUDA's raises torch.OutOfMemoryError
+ALLOCATOR = "can't allocate memory"
 TIKTOKEN_HOST = "openaipublic.blob.core.windows.net"  # where tiktoken fetches GPT-2's files
 
 
@@ -40,10 +44,10 @@ def memory_asked(error):
 
 
 def run_cli(prog, run, too_big="a smaller model, -B or -T", interrupted=None):
-    """run() -> exit code. A user's mistake, or the disk refusing a write, is one line on stderr and exit code 1;
-    running out of memory names what to make smaller (too_big); a Ctrl-C, what it leaves behind (interrupted,
-    status 130; without it, KeyboardInterrupt goes on to the caller); anything else is a bug and keeps its
-    traceback."""
+    """run() -> exit code. A user's mistake, or the disk refusing a write, is one line on stderr and
+    exit code 1; running out of memory names what to make smaller (too_big); a Ctrl-C, what it
+    leaves behind (interrupted, status 130; without it, KeyboardInterrupt goes on to the caller);
+    anything else is a bug and keeps its traceback."""
     try:
         return run() or 0
     except UserError as e:
@@ -51,14 +55,27 @@ def run_cli(prog, run, too_big="a smaller model, -B or -T", interrupted=None):
     except OSError as e:  # a full disk, a read-only folder, a file that vanished, no network
         where, why = f"{e.filename}: " if e.filename else "", e.strerror or e
         if TIKTOKEN_HOST in str(e):  # tiktoken could not fetch GPT-2's BPE files
-            why = f"cannot download GPT-2's tokenizer ({TIKTOKEN_HOST}): offline, set TIKTOKEN_CACHE_DIR"
+            why = f"cannot download GPT-2's tokenizer ({TIKTOKEN_HOST}): offline, "
+            why += "set TIKTOKEN_CACHE_DIR"
         print(f"{prog}: error: {where}{why}", file=sys.stderr)
-    except (MemoryError, RuntimeError) as e:  # an allocator's refusal: the flags ask for more than the machine has
-        if any(name in str(e) for name in ("InvalidCxxCompiler", "CppCompileError")):  # torch.compile's toolchain
-            first, fix = str(e).splitlines()[0], "install a C++ compiler and Python's headers, or pass --no-compile"
-            print(f"{prog}: error: torch.compile could not build its code ({first}): {fix}", file=sys.stderr)
+    # an allocator's refusal: the flags ask for more than the machine has
+    except (MemoryError, RuntimeError) as e:
+        # torch.compile's toolchain
+        if any(name in str(e) for name in ("InvalidCxxCompiler", "CppCompileError")):
+            first, fix = (
+                str(e).splitlines()[0],
+                "install a C++ compiler and Python's headers, or pass --no-compile",
+            )
+            print(
+                f"{prog}: error: torch.compile could not build its code ({first}): {fix}",
+                file=sys.stderr,
+            )
             return 1
-        if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or ALLOCATOR in str(e)):
+        if not (
+            isinstance(e, MemoryError)
+            or type(e).__name__ == "OutOfMemoryError"
+            or ALLOCATOR in str(e)
+        ):
             raise
         print(f"{prog}: error: out of memory: {memory_asked(e)} (try {too_big})", file=sys.stderr)
     except KeyboardInterrupt:
@@ -81,13 +98,15 @@ def count(text):
 
 
 def write_atomically(path, write):
-    """write(f) into a temporary file beside path, then rename it over path: a crash, a full disk or Ctrl-C leaves
-    the old file or the new one, never half of one. A failed write removes its temporary file; a killed one's is
-    removed by the next write of the same path."""
+    """write(f) into a temporary file beside path, then rename it over path: a crash, a full disk or
+    Ctrl-C leaves the old file or the new one, never half of one. A failed write removes its
+    temporary file; a killed one's is removed by the next write of the same path."""
     remove_stale_temporaries(os.path.dirname(path) or ".", os.path.basename(path))
-    tmp = f"{path}.{os.getpid()}.tmp"  # the process's own: two writers of one path never share a temporary file
-    # Ctrl-C and SIGTERM wait until the file is whole: an interrupt inside a writer (torch.save's zip writer, say) can
-    # surface as that writer's own error instead of KeyboardInterrupt; they arrive the moment the file is done
+    # the process's own: two writers of one path never share a temporary file
+    tmp = f"{path}.{os.getpid()}.tmp"
+    # Ctrl-C and SIGTERM wait until the file is whole: an interrupt inside a writer (torch.save's
+    # zip writer, say) can surface as that writer's own error instead of KeyboardInterrupt; they
+    # arrive the moment the file is done
     with stop_signals_held():
         try:
             with open(tmp, "wb") as f:
@@ -105,11 +124,12 @@ def write_atomically(path, write):
 
 
 def disk_error(error, path):
-    """The OSError to report for a write to path that raised error, or None where the disk is not to blame (a bug
-    keeps its traceback). Writers report a full disk in their own words (torch.save's zip writer raises a RuntimeError,
-    numpy says "N requested and M written" with no errno): where the disk has under 1 MiB left, they are No space left
-    on device. A library written in Rust (safetensors) ends its message with the system's "(os error N)". A failed
-    write that names no file names path."""
+    """The OSError to report for a write to path that raised error, or None where the disk is not to
+    blame (a bug keeps its traceback). Writers report a full disk in their own words (torch.save's
+    zip writer raises a RuntimeError, numpy says "N requested and M written" with no errno): where
+    the disk has under 1 MiB left, they are No space left on device. A library written in Rust
+    (safetensors) ends its message with the system's "(os error N)". A failed write that names no
+    file names path."""
     if getattr(error, "errno", None) is None:
         if m := re.search(r"\(os error (\d+)\)$", str(error)):
             return OSError(int(m[1]), os.strerror(int(m[1])), path)
@@ -130,10 +150,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @contextlib.contextmanager
 def stop_signals_held():
-    """Ctrl-C, SIGTERM and SIGHUP that arrive inside the block take effect as it ends, with the handlers of the time.
-    Python runs its handlers in the main thread whichever thread the kernel picked, so blocking the signals in the
-    main thread alone is not enough: there, they are caught and replayed instead. Another thread (fineweb.py's shard
-    writer) cannot set handlers; it blocks them, and the kernel hands them to a thread that will pass them on."""
+    """Ctrl-C, SIGTERM and SIGHUP that arrive inside the block take effect as it ends, with the
+    handlers of the time. Python runs its handlers in the main thread whichever thread the kernel
+    picked, so blocking the signals in the main thread alone is not enough: there, they are caught
+    and replayed instead. Another thread (fineweb.py's shard writer) cannot set handlers; it blocks
+    them, and the kernel hands them to a thread that will pass them on."""
     if threading.current_thread() is not threading.main_thread():
         held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
@@ -142,8 +163,11 @@ def stop_signals_held():
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return
     caught = []
-    # an ignored signal (SIGHUP under nohup) stays ignored; None: a handler set outside Python, left alone
-    handlers = {s: h for s in STOP_SIGNALS if (h := signal.getsignal(s)) not in (signal.SIG_IGN, None)}
+    # an ignored signal (SIGHUP under nohup) stays ignored; None: a handler set outside Python, left
+    # alone
+    handlers = {
+        s: h for s in STOP_SIGNALS if (h := signal.getsignal(s)) not in (signal.SIG_IGN, None)
+    }
     for s in handlers:
         signal.signal(s, lambda signum, frame: caught.append(signum))
     try:
@@ -167,8 +191,9 @@ def process_running(pid):
 
 
 def remove_stale_temporaries(folder, name=None):
-    """Delete what killed writers left in folder: NAME.PID.tmp files (of any name, without one) whose PID no longer
-    runs; a live writer's stay. The folder is listed, so its name is never read as a pattern."""
+    """Delete what killed writers left in folder: NAME.PID.tmp files (of any name, without one)
+    whose PID no longer runs; a live writer's stay. The folder is listed, so its name is never read
+    as a pattern."""
     for entry in os.listdir(folder):
         found = re.fullmatch(r"(.+)\.(\d+)\.tmp", entry)
         if found and name in (None, found[1]) and not process_running(int(found[2])):
@@ -184,9 +209,10 @@ def sha256_file(path):
 
 
 def lock_folder(folder, hold=True):
-    """Hold an exclusive lock on folder/.lock for as long as the returned file stays open (the process's life): a
-    second process that tries is refused with the first one's pid. The OS drops the lock when its holder dies.
-    hold=False only looks: refused the same way while another process holds it, nothing created or written."""
+    """Hold an exclusive lock on folder/.lock for as long as the returned file stays open (the
+    process's life): a second process that tries is refused with the first one's pid. The OS drops
+    the lock when its holder dies. hold=False only looks: refused the same way while another process
+    holds it, nothing created or written."""
     import fcntl  # here: POSIX only, and only the writers need it
 
     path = os.path.join(folder, ".lock")
@@ -200,7 +226,8 @@ def lock_folder(folder, hold=True):
         holder = f.read().strip() or "unknown"
         f.close()
         raise UserError(
-            f"{folder} is in use by another process (pid {holder}): wait for it, or choose another folder"
+            f"{folder} is in use by another process (pid {holder}): wait for it, or choose another "
+            "folder"
         ) from None
     if not hold:
         f.close()
@@ -216,7 +243,8 @@ def whole(text):
 
 
 def random_seed(text):
-    if not 0 <= (value := int(text)) < 2**63:  # numpy's default_rng and torch.manual_seed both take these
+    # numpy's default_rng and torch.manual_seed both take these
+    if not 0 <= (value := int(text)) < 2**63:
         raise ArgumentTypeError(f"expected a whole number from 0 to 2**63 - 1, got {text!r}")
     return value
 
@@ -234,13 +262,15 @@ def fraction(text):
 
 
 def open_no_link(path, mode):
-    """open(path, mode) ("a" or "a+") for a file we append to, refusing a symbolic link in its place: we never write
-    through one (in a shared folder, it could reach another person's file)."""
+    """open(path, mode) ("a" or "a+") for a file we append to, refusing a symbolic link in its
+    place: we never write through one (in a shared folder, it could reach another person's file)."""
     flags = os.O_CREAT | os.O_APPEND | (os.O_RDWR if mode == "a+" else os.O_WRONLY)
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW, 0o644)
     except OSError as e:
         if e.errno != errno.ELOOP:
             raise
-        raise UserError(f"{path} is a symbolic link: remove it (nothing is written through a link)") from None
+        raise UserError(
+            f"{path} is a symbolic link: remove it (nothing is written through a link)"
+        ) from None
     return open(fd, mode, encoding="utf-8")

@@ -1,7 +1,7 @@
 """
-A shard folder's manifest.json, read and checked, and a shard checked against its entry: what fineweb.py writes,
---verify checks, and the trainer and preflight read before a run. A module of its own, so that reading a folder's
-manifest never imports datasets.
+A shard folder's manifest.json, read and checked, and a shard checked against its entry: what
+fineweb.py writes, --verify checks, and the trainer and preflight read before a run. A module of its
+own, so that reading a folder's manifest never imports datasets.
 """
 
 import json
@@ -16,7 +16,8 @@ SHARD_ENTRY = {"file": str, "tokens": int, "documents": int, "sha256": str, "res
 
 
 def manifest_problem(manifest):
-    """What makes a manifest.json unusable (a hand edit, a damaged disk), or None; later code can trust its types."""
+    """What makes a manifest.json unusable (a hand edit, a damaged disk), or None; later code can
+    trust its types."""
     if not isinstance(manifest, dict):
         return "not a JSON object"
     for key, kind in {"settings": dict, "complete": bool, "shards": list}.items():
@@ -52,7 +53,8 @@ def read_manifest(out):
 def shard_problems(path, expected):
     try:
         tokens = np.load(path, mmap_mode="r")
-    except Exception as e:  # a damaged header makes numpy raise ValueError, SyntaxError, tokenize.TokenError, ...
+    # a damaged header makes numpy raise ValueError, SyntaxError, tokenize.TokenError, ...
+    except Exception as e:
         return [f"unreadable ({(str(e).splitlines() or [type(e).__name__])[0]})"]
     problems = []
     if tokens.dtype != np.uint16 or tokens.ndim != 1:
@@ -69,16 +71,18 @@ def shard_problems(path, expected):
 
 
 def check_shard_folder(data):
-    """Refuse a folder fineweb.py has not finished, or whose .npy files are not the shards its manifest lists: a run
-    on it would loop over partial data. Only names and sizes (the files' headers): `fineweb.py --verify` reads every
-    byte. A folder without a manifest.json (shards from another tool) is taken as it is."""
+    """Refuse a folder fineweb.py has not finished, or whose .npy files are not the shards its
+    manifest lists: a run on it would loop over partial data. Only names and sizes (the files'
+    headers): `fineweb.py --verify` reads every byte. A folder without a manifest.json (shards from
+    another tool) is taken as it is."""
     manifest = read_manifest(Path(data))
     if manifest is None:
         return
     verify = f"python fineweb.py --verify --out {data}"
     if not manifest["complete"]:
         raise UserError(
-            f"{data} is unfinished: rerun the fineweb.py command that made it, then check it with: {verify}"
+            f"{data} is unfinished: rerun the fineweb.py command that made it, then check it with: "
+            f"{verify}"
         )
     listed = {shard["file"]: shard["tokens"] for shard in manifest["shards"]}
     found = {name for name in os.listdir(data) if name.endswith(".npy")}
@@ -87,9 +91,12 @@ def check_shard_folder(data):
     for name in sorted(listed.keys() & found):
         try:
             size = np.load(os.path.join(data, name), mmap_mode="r").size  # the header alone
-        except Exception:  # a damaged header (ValueError, SyntaxError, ...): the trainer's loader names it
+        # a damaged header (ValueError, SyntaxError, ...): the trainer's loader names it
+        except Exception:
             continue
         if size != listed[name]:
             problems.append(f"{name} holds {size:,} tokens, not {listed[name]:,}")
     if problems:
-        raise UserError(f"{data} does not match its manifest.json ({'; '.join(problems[:3])}): run {verify}")
+        raise UserError(
+            f"{data} does not match its manifest.json ({'; '.join(problems[:3])}): run {verify}"
+        )

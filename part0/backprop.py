@@ -1,7 +1,7 @@
-"""Backpropagation by hand through GPT-2's pieces, on tensors. Each piece is a pair of functions: `*_forward` returns
-its output and a cache (what the backward pass will need), and `*_backward` takes the gradient of the loss with
-respect to that output, and the cache, and returns the gradients with respect to the inputs. torch.autograd
-computes none of our gradients; it only checks them."""
+"""Backpropagation by hand through GPT-2's pieces, on tensors. Each piece is a pair of functions:
+`*_forward` returns its output and a cache (what the backward pass will need), and `*_backward`
+takes the gradient of the loss with respect to that output, and the cache, and returns the gradients
+with respect to the inputs. torch.autograd computes none of our gradients; it only checks them."""
 
 import argparse
 import math
@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 
 def cross_entropy_forward(logits, targets):
-    # logits (B, T, V), targets (B, T): the mean over the N = B*T positions of -log softmax(logits)[target]
+    # logits (B, T, V), targets (B, T): the mean over the N = B*T positions of -log
+    # softmax(logits)[target]
     shape, V = logits.shape, logits.size(-1)
     logits, targets = logits.reshape(-1, V), targets.reshape(-1)  # (N, V), (N,)
     # subtracting each row's largest logit changes no probability, and exp() can no longer overflow
@@ -27,7 +28,8 @@ def cross_entropy_forward(logits, targets):
 def cross_entropy_backward(dloss, cache):
     logprobs, targets, shape = cache
     N = len(targets)
-    # d(-log softmax(z)[y])/dz = softmax(z) - onehot(y): the target's logit is pushed up, every other one down
+    # d(-log softmax(z)[y])/dz = softmax(z) - onehot(y): the target's logit is pushed up, every
+    # other one down
     dlogits = logprobs.exp()  # (N, V): the probabilities
     dlogits[torch.arange(N), targets] -= 1
     return (dlogits * (dloss / N)).view(shape)  # the mean gives each position 1/N of the loss
@@ -61,15 +63,19 @@ def embedding_forward(idx, weight):
 
 def embedding_backward(dout, cache):
     idx, shape = cache
-    # a row read at several positions gets the sum of their gradients, as a Value used twice does: a scatter-add
-    # (the token ids are integers: they have no gradient)
-    return torch.zeros(shape, dtype=dout.dtype).index_add_(0, idx.reshape(-1), dout.reshape(-1, shape[-1]))  # (V, C)
+    # a row read at several positions gets the sum of their gradients, as a Value used twice does: a
+    # scatter-add (the token ids are integers: they have no gradient) (V, C)
+    return torch.zeros(shape, dtype=dout.dtype).index_add_(
+        0, idx.reshape(-1), dout.reshape(-1, shape[-1])
+    )
 
 
 def layernorm_forward(x, weight, bias, eps=1e-5):
-    # each position's C channels shifted to mean 0 and scaled to variance 1, then given a learned scale and shift
+    # each position's C channels shifted to mean 0 and scaled to variance 1, then given a learned
+    # scale and shift
     mean = x.mean(dim=-1, keepdim=True)  # (B, T, 1)
-    var = x.var(dim=-1, keepdim=True, correction=0)  # (B, T, 1): the biased variance, as nn.LayerNorm uses
+    # (B, T, 1): the biased variance, as nn.LayerNorm uses
+    var = x.var(dim=-1, keepdim=True, correction=0)
     rstd = (var + eps) ** -0.5  # (B, T, 1)
     xhat = (x - mean) * rstd  # (B, T, C)
     return xhat * weight + bias, (xhat, rstd, weight)
@@ -81,8 +87,11 @@ def layernorm_backward(dout, cache):
     dweight = (dout * xhat).reshape(-1, C).sum(dim=0)  # (C,)
     dbias = dout.reshape(-1, C).sum(dim=0)  # (C,)
     dxhat = dout * weight  # (B, T, C)
-    # each x_i also moves its position's mean and variance, and through them every xhat_j: the two mean terms
-    dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True) - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))
+    # each x_i also moves its position's mean and variance, and through them every xhat_j: the two
+    # mean terms
+    dx = rstd * (
+        dxhat - dxhat.mean(dim=-1, keepdim=True) - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True)
+    )
     return dx, dweight, dbias
 
 
@@ -98,12 +107,14 @@ def gelu_forward(x):
 def gelu_backward(dout, cache):
     x, t = cache
     dinner = GELU_SCALE * (1 + 3 * 0.044715 * x**2)  # d(the tanh's argument)/dx
-    # the product rule on 0.5·x·(1 + t), with dt = (1 - t²)·dinner, tanh's derivative as in micrograd
+    # the product rule on 0.5·x·(1 + t), with dt = (1 - t²)·dinner, tanh's derivative as in
+    # micrograd
     return dout * (0.5 * (1 + t) + 0.5 * x * (1 - t**2) * dinner)
 
 
 def mlp_forward(x, params):
-    # GPT-2's MLP, params named as in the checkpoint: c_fc widens each position to 4C, GELU, c_proj brings it back
+    # GPT-2's MLP, params named as in the checkpoint: c_fc widens each position to 4C, GELU, c_proj
+    # brings it back
     h, c_fc = linear_forward(x, params["c_fc.weight"], params["c_fc.bias"])  # (B, T, 4C)
     a, gelu = gelu_forward(h)  # (B, T, 4C)
     out, c_proj = linear_forward(a, params["c_proj.weight"], params["c_proj.bias"])  # (B, T, C)
@@ -126,13 +137,15 @@ def submodule(params, prefix):
 
 
 def model_forward(x, targets, params):
-    # GPT-2 with no attention and one block: x (B, T, C) stands for the embeddings; the MLP half of a block adds
-    # mlp(ln_2(x)) to the residual stream, then ln_f, lm_head and the loss end the model as in GPT-2
+    # GPT-2 with no attention and one block: x (B, T, C) stands for the embeddings; the MLP half of
+    # a block adds mlp(ln_2(x)) to the residual stream, then ln_f, lm_head and the loss end the
+    # model as in GPT-2
     h, ln_2 = layernorm_forward(x, params["ln_2.weight"], params["ln_2.bias"])
     m, mlp = mlp_forward(h, submodule(params, "mlp."))
     x = x + m  # (B, T, C)
     h, ln_f = layernorm_forward(x, params["ln_f.weight"], params["ln_f.bias"])
-    logits, lm_head = linear_forward(h, params["lm_head.weight"], None)  # (B, T, V); GPT-2's lm_head has no bias
+    # (B, T, V); GPT-2's lm_head has no bias
+    logits, lm_head = linear_forward(h, params["lm_head.weight"], None)
     loss, loss_cache = cross_entropy_forward(logits, targets)
     return loss, (ln_2, mlp, ln_f, lm_head, loss_cache)
 
@@ -146,18 +159,21 @@ def model_backward(dloss, cache):
     dm, mlp_grads = mlp_backward(dx, mlp)  # x + m passes its gradient unchanged to both x and m
     grads.update({"mlp." + name: g for name, g in mlp_grads.items()})
     dx_through_mlp, grads["ln_2.weight"], grads["ln_2.bias"] = layernorm_backward(dm, ln_2)
-    # x fed two paths, the residual stream and ln_2: its gradient is the sum of both, like a Value used twice
+    # x fed two paths, the residual stream and ln_2: its gradient is the sum of both, like a Value
+    # used twice
     return dx + dx_through_mlp, grads
 
 
 # ---- checking our gradients against torch.autograd
 
-B, T, C, V = 3, 7, 12, 19  # small, and all different: a transposed or wrongly summed gradient gets the wrong shape
+# small, and all different: a transposed or wrongly summed gradient gets the wrong shape
+B, T, C, V = 3, 7, 12, 19
 
 
 def autograd(function, inputs, dout):
-    """torch.autograd's answer for function(inputs), inputs a dict of tensors by name: the output, and the gradient
-    of each input when the output's gradient is dout (None for a loss: d(loss)/d(loss) = 1)."""
+    """torch.autograd's answer for function(inputs), inputs a dict of tensors by name: the output,
+    and the gradient of each input when the output's gradient is dout (None for a loss:
+    d(loss)/d(loss) = 1)."""
     leaves = {name: t.detach().clone().requires_grad_(True) for name, t in inputs.items()}
     out = function(leaves)
     out.backward(dout)
@@ -177,12 +193,15 @@ def torch_mlp(x, params):
 def torch_model(x, targets, params):
     h = F.layer_norm(x, (C,), params["ln_2.weight"], params["ln_2.bias"])
     x = x + torch_mlp(h, submodule(params, "mlp."))
-    logits = F.linear(F.layer_norm(x, (C,), params["ln_f.weight"], params["ln_f.bias"]), params["lm_head.weight"])
+    logits = F.linear(
+        F.layer_norm(x, (C,), params["ln_f.weight"], params["ln_f.bias"]), params["lm_head.weight"]
+    )
     return F.cross_entropy(logits.view(-1, V), targets.view(-1))
 
 
 def mlp_params(rand, prefix=""):
-    # linear weights of std 1/sqrt(fan_in), so that activations stay near 1 in size and GELU is not flat
+    # linear weights of std 1/sqrt(fan_in), so that activations stay near 1 in size and GELU is not
+    # flat
     return {
         prefix + "c_fc.weight": rand(4 * C, C) / C**0.5,
         prefix + "c_fc.bias": rand(4 * C),
@@ -191,15 +210,17 @@ def mlp_params(rand, prefix=""):
     }
 
 
-# Each check draws its inputs with rand(*shape), normal numbers in the run's dtype, and gen, the generator rand draws
-# from (for the targets); it returns the rows that main prints.
+# Each check draws its inputs with rand(*shape), normal numbers in the run's dtype, and gen, the
+# generator rand draws from (for the targets); it returns the rows that main prints.
 
 
 def check_cross_entropy(rand, gen):
     inputs, targets = {"logits": rand(B, T, V)}, torch.randint(V, (B, T), generator=gen)
     loss, cache = cross_entropy_forward(inputs["logits"], targets)
     ours = {"logits": cross_entropy_backward(1.0, cache)}  # d(loss)/d(loss) = 1
-    expected, grads = autograd(lambda t: F.cross_entropy(t["logits"].view(-1, V), targets.view(-1)), inputs, None)
+    expected, grads = autograd(
+        lambda t: F.cross_entropy(t["logits"].view(-1, V), targets.view(-1)), inputs, None
+    )
     return compared("loss", loss, expected, ours, grads)
 
 
@@ -213,7 +234,8 @@ def check_linear(rand, gen):
 
 
 def check_embedding(rand, gen):
-    idx = torch.randint(V, (B, T), generator=gen)  # 21 positions, 19 token ids: some ids come more than once
+    # 21 positions, 19 token ids: some ids come more than once
+    idx = torch.randint(V, (B, T), generator=gen)
     inputs = {"weight": rand(V, C)}
     out, cache = embedding_forward(idx, inputs["weight"])
     dout = rand(*out.shape)
@@ -227,7 +249,9 @@ def check_layernorm(rand, gen):
     out, cache = layernorm_forward(inputs["x"], inputs["weight"], inputs["bias"])
     dout = rand(*out.shape)
     ours = dict(zip(inputs, layernorm_backward(dout, cache)))
-    expected, grads = autograd(lambda t: F.layer_norm(t["x"], (C,), t["weight"], t["bias"]), inputs, dout)
+    expected, grads = autograd(
+        lambda t: F.layer_norm(t["x"], (C,), t["weight"], t["bias"]), inputs, dout
+    )
     return compared("out", out, expected, ours, grads)
 
 
@@ -252,7 +276,9 @@ def check_mlp(rand, gen):
 def check_model(rand, gen):
     x, targets = rand(B, T, C), torch.randint(V, (B, T), generator=gen)
     params = {"ln_2.weight": rand(C), "ln_2.bias": rand(C), **mlp_params(rand, "mlp.")}
-    params.update({"ln_f.weight": rand(C), "ln_f.bias": rand(C), "lm_head.weight": rand(V, C) / C**0.5})
+    params.update(
+        {"ln_f.weight": rand(C), "ln_f.bias": rand(C), "lm_head.weight": rand(V, C) / C**0.5}
+    )
     loss, cache = model_forward(x, targets, params)
     dx, ours = model_backward(1.0, cache)
     expected, grads = autograd(lambda t: torch_model(t["x"], targets, t), {"x": x, **params}, None)
@@ -268,37 +294,53 @@ PIECES = {
     "mlp": check_mlp,
     "model": check_model,
 }
-TOLERANCE = {"float64": 1e-12, "float32": 1e-5}  # far above each precision's rounding, far below any real mistake
+# far above each precision's rounding, far below any real mistake
+TOLERANCE = {"float64": 1e-12, "float32": 1e-5}
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message):  # one line on stderr and exit status 1, instead of the usage text and status 2
+    # one line on stderr and exit status 1, instead of the usage text and status 2
+    def error(self, message):
         sys.exit(f"{self.prog}: error: {message} (see --help)")
 
 
 def parse_args(argv=None):
     p = ArgumentParser(description="Check our hand-written backward passes against torch.autograd.")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--dtype", choices=sorted(TOLERANCE), default="float64", help="precision of every tensor")
-    p.add_argument("--only", nargs="+", choices=list(PIECES), metavar="PIECE", help=f"some of: {', '.join(PIECES)}")
+    p.add_argument(
+        "--dtype", choices=sorted(TOLERANCE), default="float64", help="precision of every tensor"
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(PIECES),
+        metavar="PIECE",
+        help=f"some of: {', '.join(PIECES)}",
+    )
     return p.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
     dtype, tolerance = getattr(torch, args.dtype), TOLERANCE[args.dtype]
-    gen = torch.Generator().manual_seed(args.seed)  # our own generator: the same inputs on every run
+    # our own generator: the same inputs on every run
+    gen = torch.Generator().manual_seed(args.seed)
 
     def rand(*shape):
         return torch.randn(*shape, generator=gen, dtype=dtype)
 
-    print(f"{args.dtype}, seed {args.seed}: outputs and gradients, ours against torch.autograd's (largest difference)")
+    print(
+        f"{args.dtype}, seed {args.seed}: outputs and gradients, ours against torch.autograd's "
+        "(largest difference)"
+    )
     wrong = total = 0
     for piece in args.only or PIECES:
         for name, ours, theirs in PIECES[piece](rand, gen):
             same_shape = ours.shape == theirs.shape
-            diff = (ours - theirs).abs().max().item() if same_shape else math.inf  # a wrong shape is wrong
-            # rounding differs from machine to machine: below a tenth of the tolerance it is shown as a bound
+            # a wrong shape is wrong
+            diff = (ours - theirs).abs().max().item() if same_shape else math.inf
+            # rounding differs from machine to machine: below a tenth of the tolerance it is shown
+            # as a bound
             shown = f"<{tolerance / 10:.0e}" if diff < tolerance / 10 else f"{diff:.0e}"
             print(f"{piece:<14} {name:<22} {str(tuple(theirs.shape)):<11} {shown}")
             total, wrong = total + 1, wrong + (not diff <= tolerance)  # NaN is wrong too

@@ -1,6 +1,6 @@
-"""Autograd one number at a time: every `Value` remembers the Values it was computed from, with the local derivative
-of each step, so that `backward()` can run the chain rule from an output back to every input. PyTorch does the same
-for tensors; here each piece is small enough to read."""
+"""Autograd one number at a time: every `Value` remembers the Values it was computed from, with the
+local derivative of each step, so that `backward()` can run the chain rule from an output back to
+every input. PyTorch does the same for tensors; here each piece is small enough to read."""
 
 import argparse
 import math
@@ -13,9 +13,11 @@ import sys
 class Value:
     def __init__(self, data, op="", inputs=()):
         self.data = float(data)  # a Python float: float64, the precision to compare with
-        self.grad = 0.0  # d(output)/d(self) once output.backward() has run; backward() only ever adds to it
+        # d(output)/d(self) once output.backward() has run; backward() only ever adds to it
+        self.grad = 0.0
         self.op = op  # the operation that made this Value ("" for an input)
-        # each input with the derivative of this Value with respect to it, taken now, while the numbers are at hand
+        # each input with the derivative of this Value with respect to it, taken now, while the
+        # numbers are at hand
         self._inputs = inputs
 
     def __repr__(self):
@@ -65,7 +67,8 @@ class Value:
         return other * self**-1
 
     def topological_order(self):
-        """Every Value this one was computed from, and itself last, each listed after the Values it was made from."""
+        """Every Value this one was computed from, and itself last, each listed after the Values it
+        was made from."""
         order, seen = [], set()
 
         def visit(v):
@@ -79,9 +82,9 @@ class Value:
         return order
 
     def backward(self):
-        # A Value can feed several others (x * y + x uses x twice); its gradient is complete only when every use has
-        # added its share. Walking the topological order backwards reaches every Value after all the Values that
-        # use it.
+        # A Value can feed several others (x * y + x uses x twice); its gradient is complete only
+        # when every use has added its share. Walking the topological order backwards reaches every
+        # Value after all the Values that use it.
         self.grad = 1.0  # d(self)/d(self)
         for v in reversed(self.topological_order()):
             for source, local in v._inputs:
@@ -93,10 +96,12 @@ class Value:
 
 class Neuron:
     def __init__(self, nin, rng=random, nonlin=True):
-        # weights of std 1/sqrt(nin), so that w·x starts near 1 in size and tanh is not flat (saturated) at the start
+        # weights of std 1/sqrt(nin), so that w·x starts near 1 in size and tanh is not flat
+        # (saturated) at the start
         self.w = [Value(rng.gauss(0, nin**-0.5)) for _ in range(nin)]
         self.b = Value(0.0)
-        self.nonlin = nonlin  # tanh, except in the last layer: an output must be free to take any value
+        # tanh, except in the last layer: an output must be free to take any value
+        self.nonlin = nonlin
 
     def __call__(self, x):
         act = sum((wi * xi for wi, xi in zip(self.w, x)), self.b)  # w·x + b
@@ -121,7 +126,9 @@ class MLP:
     def __init__(self, nin, nouts, rng=random):
         sizes = [nin, *nouts]
         last = len(nouts) - 1
-        self.layers = [Layer(sizes[i], sizes[i + 1], rng, nonlin=i < last) for i in range(len(nouts))]
+        self.layers = [
+            Layer(sizes[i], sizes[i + 1], rng, nonlin=i < last) for i in range(len(nouts))
+        ]
 
     def __call__(self, x):
         for layer in self.layers:
@@ -136,13 +143,15 @@ class MLP:
 
 
 def make_data(n, rng):
-    """n numbers x drawn from [-1, 1], each with its target y = 2x² - 1: a curve, which no straight line fits."""
+    """n numbers x drawn from [-1, 1], each with its target y = 2x² - 1: a curve, which no straight
+    line fits."""
     xs = [rng.uniform(-1, 1) for _ in range(n)]
     return xs, [2 * x**2 - 1 for x in xs]
 
 
 def train(args):
-    rng = random.Random(args.seed)  # one seeded generator for the data and the weights: every run is the same
+    # one seeded generator for the data and the weights: every run is the same
+    rng = random.Random(args.seed)
     xs, ys = make_data(args.points, rng)
     model = MLP(1, [8, 8, 1], rng)
     params = model.parameters()
@@ -152,7 +161,9 @@ def train(args):
         loss = sum((pred - y) ** 2 for pred, y in zip(preds, ys)) / len(xs)  # mean squared error
         if not args.no_zero_grad:
             for p in params:
-                p.grad = 0.0  # backward() adds into .grad: left alone, every step would add to all the steps before
+                # backward() adds into .grad: left alone, every step would add to all the steps
+                # before
+                p.grad = 0.0
         loss.backward()
         for p in params:
             p.data -= args.lr * p.grad  # a small step downhill
@@ -160,7 +171,8 @@ def train(args):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    def error(self, message):  # one line on stderr and exit status 1, instead of the usage text and status 2
+    # one line on stderr and exit status 1, instead of the usage text and status 2
+    def error(self, message):
         sys.exit(f"{self.prog}: error: {message} (see --help)")
 
 
@@ -176,12 +188,16 @@ def positive(kind):
 
 
 def parse_args(argv=None):
-    p = ArgumentParser(description="Train a small MLP of Values by gradient descent on a toy problem.")
+    p = ArgumentParser(
+        description="Train a small MLP of Values by gradient descent on a toy problem."
+    )
     p.add_argument("--steps", type=positive(int), default=60, help="gradient descent steps")
     p.add_argument("--lr", type=positive(float), default=0.2, help="learning rate")
     p.add_argument("--points", type=positive(int), default=16, help="size of the toy dataset")
     p.add_argument("--seed", type=int, default=0, help="seed of the data and the initial weights")
-    p.add_argument("--no-zero-grad", action="store_true", help="the bug: skip resetting the gradients")
+    p.add_argument(
+        "--no-zero-grad", action="store_true", help="the bug: skip resetting the gradients"
+    )
     args = p.parse_args(argv)
     if args.points > 500:  # backward()'s visit recurses along the loss's sum, one level per point
         p.error(f"--points {args.points}: at most 500, within Python's recursion limit")

@@ -1,13 +1,15 @@
 """
-Check a training run's setup before it starts: train_gpt2.py's flags, one line per check, nothing trained.
+Check a training run's setup before it starts: train_gpt2.py's flags, one line per check, nothing
+trained.
 
     python -m tools.preflight --preset cpu
-    python -m tools.preflight --world-size 8      # before: torchrun --standalone --nproc_per_node=8 train_gpt2.py
+    python -m tools.preflight --world-size 8   # before torchrun --nproc_per_node=8 train_gpt2.py
 
---world-size is the number of processes the run will have (default: the GPUs torch sees, or 1).
-The data (against fineweb.py's manifest, every byte), the disk the checkpoints need, the batch arithmetic, the
-device, the run folder (a fresh run or what --resume continues, with the checkpoint's settings), the HellaSwag file,
-and the run's time from a few measured steps. Exit status 0 only when the run would start.
+--world-size is the number of processes the run will have (default: the GPUs torch sees, or 1). The
+data (against fineweb.py's manifest, every byte), the disk the checkpoints need, the batch
+arithmetic, the device, the run folder (a fresh run or what --resume continues, with the
+checkpoint's settings), the HellaSwag file, and the run's time from a few measured steps. Exit
+status 0 only when the run would start.
 """
 
 import os
@@ -57,7 +59,8 @@ def check_data(plan):
     if os.path.isdir(args.data):
         verified = verify_shards(Path(args.data))
     min_tokens = B * T * plan.world_size + 1
-    plan.train_shards = train_gpt2.load_split(args.data, "train", min_tokens)  # the checks the run makes
+    # the checks the run makes
+    plan.train_shards = train_gpt2.load_split(args.data, "train", min_tokens)
     train_tokens = sum(map(len, plan.train_shards))
     val_tokens = sum(map(len, train_gpt2.load_split(args.data, "val", min_tokens)))
     epochs = args.max_steps * args.total_batch / train_tokens
@@ -68,15 +71,16 @@ def check_data(plan):
 
 
 def verify_shards(folder):
-    """' (N shards match manifest.json)', each checked as `fineweb.py --verify` checks it (sha256 included), or a note
-    that a folder without a manifest cannot be verified."""
+    """' (N shards match manifest.json)', each checked as `fineweb.py --verify` checks it (sha256
+    included), or a note that a folder without a manifest cannot be verified."""
     manifest = read_manifest(folder)
     if manifest is None:
         return " (no manifest.json: not made by fineweb.py, so not verified)"
     for shard in manifest["shards"]:
         if problems := shard_problems(folder / shard["file"], shard):
             raise UserError(
-                f"{folder / shard['file']}: {'; '.join(problems)}: run python fineweb.py --verify --out {folder}"
+                f"{folder / shard['file']}: {'; '.join(problems)}: run python fineweb.py --verify "
+                f"--out {folder}"
             )
     return f" ({len(manifest['shards'])} shards match manifest.json)"
 
@@ -84,11 +88,17 @@ def verify_shards(folder):
 def check_batch(plan):
     args = plan.args
     plan.grad_accum_steps = train_gpt2.micro_steps(
-        args.total_batch, args.batch_size, args.seq_len, plan.world_size, args.max_steps, bool(args.resume)
+        args.total_batch,
+        args.batch_size,
+        args.seq_len,
+        plan.world_size,
+        args.max_steps,
+        bool(args.resume),
     )
     micro = args.batch_size * args.seq_len * plan.world_size
     return (
-        f"B {args.batch_size} x T {args.seq_len} x world {plan.world_size} = {micro:,} tokens per micro-step; "
+        f"B {args.batch_size} x T {args.seq_len} x world {plan.world_size} = {micro:,} tokens per "
+        "micro-step; "
         f"{args.total_batch:,} per step: grad accum {plan.grad_accum_steps}"
     )
 
@@ -98,7 +108,8 @@ def check_device(plan):
     device = train_gpt2.pick_device(args.device)
     kind = torch.device(device).type
     if kind == "cuda":
-        gpus = torch.cuda.device_count()  # this machine's: --world-size counts the processes on every machine
+        # this machine's: --world-size counts the processes on every machine
+        gpus = torch.cuda.device_count()
         if plan.world_size > gpus and plan.world_size % gpus:
             raise UserError(f"{plan.world_size} processes do not fill machines of {gpus} GPUs each")
         name = f"{min(plan.world_size, gpus)} x {torch.cuda.get_device_name(0)}"
@@ -117,9 +128,10 @@ def check_device(plan):
 
 
 def compiler_missing():
-    """What torch.compile's code generation needs and this machine lacks (a C compiler, Python's headers), or None.
-    The compiler is tried on a file that includes Python.h, as Triton's launcher does: one that is there but fails
-    (a broken gcc first on PATH) is found here, not at the run's first step."""
+    """What torch.compile's code generation needs and this machine lacks (a C compiler, Python's
+    headers), or None. The compiler is tried on a file that includes Python.h, as Triton's launcher
+    does: one that is there but fails (a broken gcc first on PATH) is found here, not at the run's
+    first step."""
     if not (cc := shutil.which("gcc") or shutil.which("cc")):
         return "a C compiler (gcc)"
     if not os.path.exists(os.path.join(include := sysconfig.get_paths()["include"], "Python.h")):
@@ -136,7 +148,8 @@ def check_run(plan):
     args = plan.args
     if os.path.isdir(args.log_dir):  # a run going on in it holds its lock
         lock_folder(args.log_dir, hold=False)
-    run = RunFolder(args, master_process=False, device=None)  # the run's checks, without taking the folder
+    # the run's checks, without taking the folder
+    run = RunFolder(args, master_process=False, device=None)
     if not run.checkpoint:
         state = "holds no checkpoint: the run starts at step 0" if args.resume else "a fresh run"
         return f"{args.log_dir}: {state}"
@@ -144,7 +157,8 @@ def check_run(plan):
     plan.start_step = min(run.checkpoint["step"], args.max_steps)
     if finished := run.finished():
         return f"{args.log_dir}: the run is done: {finished}; --resume only says so"
-    return f"{args.log_dir}: resumes {run.checkpoint['path']} at step {plan.start_step:,} of {args.max_steps:,}"
+    where = f"{run.checkpoint['path']} at step {plan.start_step:,} of {args.max_steps:,}"
+    return f"{args.log_dir}: resumes {where}"
 
 
 def check_disk(plan):
@@ -153,15 +167,20 @@ def check_disk(plan):
         n_params = sum(p.numel() for p in GPT(plan.config).parameters())
     checkpoint = 3 * 4 * n_params  # float32 weights and AdamW's two moments
     every, start, end = args.checkpoint_every, plan.start_step, args.max_steps
-    # the checkpoints still to come: the end's, and each multiple of --checkpoint-every between the start and the end
+    # the checkpoints still to come: the end's, and each multiple of --checkpoint-every between the
+    # start and the end
     saves = (end > start) + ((end - 1) // every - start // every if every else 0)
-    logs = 200 * (args.max_steps - plan.start_step)  # a step line in console.txt and log.txt, with room to spare
+    # a step line in console.txt and log.txt, with room to spare
+    logs = 200 * (args.max_steps - plan.start_step)
     need = saves * checkpoint + logs
     folder = Path(args.log_dir).absolute()
     while not folder.exists():
         folder = folder.parent
     free = shutil.disk_usage(folder).free
-    line = f"{saves} x {checkpoint / 1e9:.2f} GB of checkpoints + logs = {need / 1e9:.2f} GB, {free / 1e9:.1f} GB free"
+    line = (
+        f"{saves} x {checkpoint / 1e9:.2f} GB of checkpoints + logs = {need / 1e9:.2f} GB, "
+        f"{free / 1e9:.1f} GB free"
+    )
     if free < need:
         raise UserError(f"{args.log_dir}: {line}")
     return f"{args.log_dir}: {line}"
@@ -171,7 +190,8 @@ def check_hellaswag(plan):
     args = plan.args
     if args.hellaswag_every == 0:
         return "off (--hellaswag-every 0)"
-    examples = train_gpt2.load_hellaswag(args)  # downloads the validation set as the run would, if not cached
+    # downloads the validation set as the run would, if not cached
+    examples = train_gpt2.load_hellaswag(args)
     source = args.hellaswag_data or "the validation set"
     return f"{len(examples):,} examples from {source}, every {args.hellaswag_every} steps"
 
@@ -189,11 +209,16 @@ def check_time(plan):
     loader = DataLoaderLite(plan.train_shards, args.batch_size, args.seq_len, seed=args.seed)
     autocast = autocast_for(device_type, run_dtype(args.dtype, device_type))
     times = [
-        timed_step(model, optimizer, loader, plan.grad_accum_steps, device, autocast) for _ in range(1 + MEASURED_STEPS)
+        timed_step(model, optimizer, loader, plan.grad_accum_steps, device, autocast)
+        for _ in range(1 + MEASURED_STEPS)
     ]
     dt = sum(times[1:]) / MEASURED_STEPS
     steps = args.max_steps - plan.start_step
-    memory = f", {torch.cuda.max_memory_allocated(device) / 1e9:.1f} GB of GPU memory" if device_type == "cuda" else ""
+    memory = (
+        f", {torch.cuda.max_memory_allocated(device) / 1e9:.1f} GB of GPU memory"
+        if device_type == "cuda"
+        else ""
+    )
     return (
         f"{1000 * dt:.1f}ms per step ({MEASURED_STEPS} after a warm-up, one process{memory}): "
         f"{steps:,} steps take about {duration(dt * steps)}, evaluation not counted"
@@ -201,7 +226,8 @@ def check_time(plan):
 
 
 def timed_step(model, optimizer, loader, grad_accum_steps, device, autocast):
-    """Seconds for one optimizer step as the run takes it, with its own micro-steps (without DDP's all-reduce)."""
+    """Seconds for one optimizer step as the run takes it, with its own micro-steps (without DDP's
+    all-reduce)."""
     started = time.time()
     optimizer.zero_grad(set_to_none=True)
     accumulate_gradients(model, loader, grad_accum_steps, device, autocast, ddp=False)
@@ -230,16 +256,27 @@ def preflight(args, world_size):
         except (UserError, OSError) as e:
             print(f"{name:9s} FAIL  {e}", flush=True)
             failed += 1
-    print("the run would start" if not failed else f"{failed} of {len(CHECKS)} checks failed: the run would not start")
+    print(
+        "the run would start"
+        if not failed
+        else f"{failed} of {len(CHECKS)} checks failed: the run would not start"
+    )
     return 1 if failed else 0
 
 
 def main(argv=None):
-    own = ArgumentParser(add_help=False)  # preflight's one flag; the rest are train_gpt2.py's, --help included
-    own.add_argument("--world-size", type=count, default=torch.cuda.device_count() or 1, help="default: the GPUs")
+    # preflight's one flag; the rest are train_gpt2.py's, --help included
+    own = ArgumentParser(add_help=False)
+    own.add_argument(
+        "--world-size", type=count, default=torch.cuda.device_count() or 1, help="default: the GPUs"
+    )
     ours, rest = own.parse_known_args(argv)
     args = train_gpt2.parse_args(rest)
-    return run_cli("preflight.py", lambda: preflight(args, ours.world_size), interrupted="preflight writes nothing")
+    return run_cli(
+        "preflight.py",
+        lambda: preflight(args, ours.world_size),
+        interrupted="preflight writes nothing",
+    )
 
 
 if __name__ == "__main__":
