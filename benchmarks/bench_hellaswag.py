@@ -1,14 +1,14 @@
 """
-HellaSwag scoring speed on CPU, in one run: the lecture's scorer (one example per forward pass, logits at every
-position) against longrun/hellaswag_scoring.py's (many examples per forward pass, logits only where an ending token is
-predicted).
+HellaSwag scoring speed on CPU, in one run: the lecture's scorer (one example per forward pass,
+logits at every position) against longrun/hellaswag_scoring.py's (many examples per forward pass,
+logits only where an ending token is predicted).
 
-    python benchmarks/bench_hellaswag.py                  # a small random model, synthetic HellaSwag-shaped data
+    python benchmarks/bench_hellaswag.py     # a small random model, synthetic HellaSwag-shaped data
     python benchmarks/bench_hellaswag.py --data hellaswag_cache/hellaswag_val.jsonl --examples 200
 
-Our scorer also runs one example per forward pass, to show what batching adds on its own (on a CPU: nothing; a
-big batch's logits outgrow the caches). All of them must predict the same endings. Each figure is the best of
---repeats runs, the scorers taking turns, so a busy machine slows them alike.
+Our scorer also runs one example per forward pass, to show what batching adds on its own (on a CPU:
+nothing; a big batch's logits outgrow the caches). All of them must predict the same endings. Each
+figure is the best of --repeats runs, the scorers taking turns, so a busy machine slows them alike.
 (Offline, point tiktoken at its cache first: export TIKTOKEN_CACHE_DIR=../shared/tiktoken)
 """
 
@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the product, and the lecture's scorer (the tests' oracle)
+# the product, and the lecture's scorer (the tests' oracle)
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fixtures import synthetic_examples  # noqa: E402
 from longrun import hellaswag_scoring  # noqa: E402
@@ -30,15 +31,23 @@ from train_gpt2 import GPT, GPTConfig  # noqa: E402
 
 
 def shakespeare_examples(n):
-    """HellaSwag-shaped examples: a context of 10-70 words, 4 endings of 5-25, words from tiny shakespeare."""
-    return synthetic_examples(n, words=(ROOT / "input.txt").read_text().split(), context=(10, 70), ending=(5, 25))
+    """HellaSwag-shaped examples: a context of 10-70 words, 4 endings of 5-25, words from tiny
+    Shakespeare."""
+    return synthetic_examples(
+        n, words=(ROOT / "input.txt").read_text().split(), context=(10, 70), ending=(5, 25)
+    )
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     p.add_argument("--data", help="a HellaSwag jsonl file (default: synthetic examples)")
     p.add_argument("--examples", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=16, help="examples per forward pass for the batched scorer")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=16,
+        help="examples per forward pass for the batched scorer",
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     args = p.parse_args(argv)
@@ -46,7 +55,10 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     try:
-        examples = hellaswag_scoring.load_examples(args.data) if args.data else shakespeare_examples(args.examples)
+        if args.data:
+            examples = hellaswag_scoring.load_examples(args.data)
+        else:
+            examples = shakespeare_examples(args.examples)
     except UserError as e:
         p.error(str(e))
     examples = examples[: args.examples]
@@ -57,16 +69,20 @@ def main(argv=None):
     computed = sum(len(ctx) + len(ending) - 1 for ctx, ending in rows)
     needed = sum(len(ending) for _, ending in rows)
     print(
-        f"{len(examples)} examples, model {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
+        f"{len(examples)} examples, "
+        f"model {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
         f"{torch.get_num_threads()} CPU threads, torch {torch.__version__}"
     )
     print(
-        f"{computed} positions (padding aside), of which {needed} ({needed / computed:.0%}) predict an ending token: "
-        f"the lecture's scorer runs the lm_head at all of them, ours at those"
+        f"{computed} positions (padding aside), of which {needed} ({needed / computed:.0%}) "
+        f"predict an ending token: the lecture's scorer runs the lm_head at all of them, "
+        f"ours at those"
     )
 
     def ours(batch_size):
-        return lambda: hellaswag_scoring.predict(model, examples, device="cpu", batch_size=batch_size)
+        return lambda: hellaswag_scoring.predict(
+            model, examples, device="cpu", batch_size=batch_size
+        )
 
     baseline = "lecture: one example per forward"
     scorers = {
@@ -74,7 +90,8 @@ def main(argv=None):
         "ours: one example per forward": ours(1),
         f"ours: {args.batch_size} examples per forward": ours(args.batch_size),
     }
-    hellaswag_scoring.predict(model, examples[:2], device="cpu", batch_size=2)  # warm-up: first-call allocations
+    # warm-up: first-call allocations
+    hellaswag_scoring.predict(model, examples[:2], device="cpu", batch_size=2)
     best, predictions = {name: float("inf") for name in scorers}, {}
     for _ in range(args.repeats):
         for name, scorer in scorers.items():

@@ -1,15 +1,16 @@
-"""How fast is the walkthrough? Builds a 30-step series (steps 2 and 30 add a 2,000-line file), then runs the reader
-in a pseudo-terminal, as a user would, and times what they wait for. Prints our figures beside the straightforward
-way and the issue's targets.
+"""How fast is the walkthrough? Builds a 30-step series (steps 2 and 30 add a 2,000-line file), then
+runs the reader in a pseudo-terminal, as a user would, and times what they wait for. Prints our
+figures beside the straightforward way and the issue's targets.
 
     python benchmarks/bench_walkthrough.py
 
-Figures: build (ours: git apply + commit-tree with fixed dates; plain `git am`, which is not deterministic),
-rebuild when up to date, time to first paint (process start -> first frame showing step 1), step switches onto a
-2,000-line diff (key -> frame showing the new step: with n after reading the previous step, which the reader uses to
-make the next one ready; again once seen; with G to the last step, which nothing made ready, and with `:N` Enter to
-far steps, timed from the `:`: the reader starts reading step N's diff once N is typed, inside the time measured),
-highlighting that diff (the lazy first screenful vs all of it at once), and the reader's peak memory.
+Figures: build (ours: git apply + commit-tree with fixed dates; plain `git am`, which is not
+deterministic), rebuild when up to date, time to first paint (process start -> first frame showing
+step 1), step switches onto a 2,000-line diff (key -> frame showing the new step: with n after
+reading the previous step, which the reader uses to make the next one ready; again once seen; with G
+to the last step, which nothing made ready, and with `:N` Enter to far steps, timed from the `:`:
+the reader starts reading step N's diff once N is typed, inside the time measured), highlighting
+that diff (the lazy first screenful vs all of it at once), and the reader's peak memory.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ STEPS = 30
 BIG = 2_000  # lines in the big step's diff
 SIZE = (160, 48)
 COLD = (24, 26, 28)  # far steps reached with `:` after G, never shown or made ready before
-BIG_STEPS = (2, *COLD, STEPS)  # steps that add a 2,000-line file: 2 is reached with n, the last with G
-READING = 0.5  # seconds a reader spends on a step before the next key (the reader prepares the next step then)
+# steps that add a 2,000-line file: 2 is reached with n, the last with G
+BIG_STEPS = (2, *COLD, STEPS)
+# seconds a reader spends on a step before the next key (the reader prepares the next step then)
+READING = 0.5
 
 
 def big_file() -> str:
@@ -89,9 +92,14 @@ def git_am(steps_dir: Path, into: Path) -> None:
         "GIT_COMMITTER_EMAIL": "a@b",
     }
     subprocess.run(["git", "init", "-q", "-b", "main", str(into)], check=True, env=env)
-    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "start"], cwd=into, check=True, env=env)
     subprocess.run(
-        ["git", "am", "-q", "-k", *sorted(map(str, steps_dir.glob("*.patch")))], cwd=into, check=True, env=env
+        ["git", "commit", "-q", "--allow-empty", "-m", "start"], cwd=into, check=True, env=env
+    )
+    subprocess.run(
+        ["git", "am", "-q", "-k", *sorted(map(str, steps_dir.glob("*.patch")))],
+        cwd=into,
+        check=True,
+        env=env,
     )
 
 
@@ -107,7 +115,8 @@ class Terminal:
         self.screen = b""
 
     def wait_for(self, text: str, timeout: float = 30) -> None:
-        """Read the terminal until `text` has been drawn (a frame is written in one go, title row first)."""
+        """Read the terminal until `text` has been drawn (a frame is written in one go, title row
+        first)."""
         start, seen = time.perf_counter(), len(self.screen)
         while time.perf_counter() - start < timeout:
             if select.select([self.fd], [], [], 0.5)[0]:
@@ -163,8 +172,10 @@ def main() -> None:
         for _ in range(5):
             term.press("p", f"Step 1/{STEPS}")
             revisits.append(term.press("n", f"Step 2/{STEPS}"))
-        jump = term.press("G", f"Step {STEPS}/{STEPS}")  # nothing made ready: git, parse, Markdown, colour
-        cold_jumps = [jump] + [term.press(f":{n}\r", f"Step {n}/{STEPS}") for n in COLD]  # as cold, in the same process
+        # nothing made ready: git, parse, Markdown, colour
+        jump = term.press("G", f"Step {STEPS}/{STEPS}")
+        # and as cold, in the same process: far jumps with `:`
+        cold_jumps = [jump] + [term.press(f":{n}\r", f"Step {n}/{STEPS}") for n in COLD]
         peak_kib = term.quit()
 
     text = big_file().splitlines()
@@ -185,7 +196,8 @@ def main() -> None:
         ),
         (
             f"G onto another {BIG:,}-line diff",
-            f"{statistics.median(cold_jumps) * 1000:.0f} ms cold (median of G and {len(COLD)} far jumps)",
+            f"{statistics.median(cold_jumps) * 1000:.0f} ms cold "
+            f"(median of G and {len(COLD)} far jumps)",
             f"{jump * 1000:.0f} ms the G alone",
             "<= 100 ms",
         ),
@@ -198,7 +210,9 @@ def main() -> None:
         ("reader peak memory (RSS)", f"{peak_kib / 1024:.0f} MiB", "", ""),
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    print(f"walkthrough benchmark: {STEPS} steps, terminal {SIZE[0]}x{SIZE[1]}, {os.cpu_count()} CPUs")
+    print(
+        f"walkthrough benchmark: {STEPS} steps, terminal {SIZE[0]}x{SIZE[1]}, {os.cpu_count()} CPUs"
+    )
     for row in [("", "ours", "straightforward / more", "target"), *rows]:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
 

@@ -1,26 +1,31 @@
 """
-A GPU machine's acceptance in one command: the series' speed ladder, the final script at the real settings, a short
-real training interrupted and resumed, DDP over all GPUs, and an estimate of the full run. One table, one JSON file.
+A GPU machine's acceptance in one command: the series' speed ladder, the final script at the real
+settings, a short real training interrupted and resumed, DDP over all GPUs, and an estimate of the
+full run. One table, one JSON file.
 
-    python benchmarks/gpu_acceptance.py                    # on a CUDA machine (torch.compile needs a C compiler)
-    python benchmarks/gpu_acceptance.py --skip ladder      # the phases left, when GPU time is short
-    python benchmarks/gpu_acceptance.py --smoke            # every code path on CPU in about a minute: tiny model, gloo
+    python benchmarks/gpu_acceptance.py                # on a CUDA machine with a C compiler
+    python benchmarks/gpu_acceptance.py --skip ladder  # the phases left, when GPU time is short
+    python benchmarks/gpu_acceptance.py --smoke        # every code path on CPU in about a minute:
+                                                       # a tiny model, gloo
 
-Phases, each in processes of its own (a failing phase is a row with its error; the others still run):
+Phases, each in processes of its own (a failing phase is a row with its error; the others still
+run):
 
-  ladder   each performance step of the series (found in history/ by its Step-Id, e.g. tf32, flash), that step's own
-           train_gpt2.py on GPT-2 124M at B=16, T=1024: ms/step (median after warm-up) beside the lecture's A100 figure
-  final    today's train_gpt2.py at the real settings (B=64, T=1024, 524,288 tokens a step, bf16, compile, flash,
-           fused AdamW): tok/s, MFU against the device's dense bf16 peak, peak memory (compiled and eager); the
-           largest B that fits when 64 does not
-  resume   a short compiled training through every evaluation (validation, HellaSwag on a local stand-in, samples),
-           SIGTERM mid-run, --resume: its losses against an uninterrupted run's, and the worst case from SIGTERM to
-           exit (torchrun kills a worker 30 s after forwarding SIGTERM)
-  ddp      torchrun over all GPUs at the final run's settings: losses against the single process, tok/s, and a SIGTERM
-           to the workers at the end (does the run stop cleanly?)
+  ladder   each performance step of the series (found in history/ by its Step-Id, e.g. tf32,
+           flash), that step's own train_gpt2.py on GPT-2 124M at B=16, T=1024: ms/step (median
+           after warm-up) beside the lecture's A100 figure
+  final    today's train_gpt2.py at the real settings (B=64, T=1024, 524,288 tokens a step, bf16,
+           compile, flash, fused AdamW): tok/s, MFU against the device's dense bf16 peak, peak
+           memory (compiled and eager); the largest B that fits when 64 does not
+  resume   a short compiled training through every evaluation (validation, HellaSwag on a local
+           stand-in, samples), SIGTERM mid-run, --resume: its losses against an uninterrupted
+           run's, and the worst case from SIGTERM to exit (torchrun kills a worker 30 s after
+           forwarding SIGTERM)
+  ddp      torchrun over all GPUs at the final run's settings: losses against the single process,
+           tok/s, and a SIGTERM to the workers at the end (does the run stop cleanly?)
 
-and an estimate of the 19,073-step run on 8 such GPUs from the measured throughput. The JSON (--out) is rewritten
-after every phase, so a run cut short keeps what it measured.
+and an estimate of the 19,073-step run on 8 such GPUs from the measured throughput. The JSON (--out)
+is rewritten after every phase, so a run cut short keeps what it measured.
 """
 
 import json
@@ -43,15 +48,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the product, and the synthetic HellaSwag examples the tests use
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken"))  # offline machines
+# the product, and the synthetic HellaSwag examples the tests use
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+# tiktoken's files from the shared cache: the machines may be offline
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken"))
 
 from longrun.common import ArgumentParser, UserError, run_cli  # noqa: E402
 
 PHASES = ("ladder", "final", "resume", "ddp")
 ORDER = ("device", *PHASES, "estimate")  # of the rows
-FULL_RUN_STEPS, FULL_RUN_BATCH = 19073, 524288  # train_gpt2.py's defaults: one epoch of FineWeb-Edu 10B
-TORCHRUN_GRACE = 30  # seconds torchrun's agent waits after forwarding SIGTERM before it kills the workers
+# train_gpt2.py's defaults: one epoch of FineWeb-Edu 10B
+FULL_RUN_STEPS, FULL_RUN_BATCH = 19073, 524288
+# seconds torchrun's agent waits after forwarding SIGTERM before it kills the workers
+TORCHRUN_GRACE = 30
 
 
 @dataclass(frozen=True)
@@ -74,22 +83,23 @@ LADDER = (
 LECTURE_TOK_S = 16 * 1024 / (LADDER[-1].lecture_ms / 1000)  # the last rung's tokens per second
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # ---- GPU counts
 
 
 def ddp_processes(total_batch, B, T, gpus):
-    """The most of gpus processes that split total_batch into whole B*T micro-batches (524,288 tokens at B=64,
-    T=1024: 1, 2, 4 or 8)."""
+    """The most of gpus processes that split total_batch into whole B*T micro-batches (524,288
+    tokens at B=64, T=1024: 1, 2, 4 or 8)."""
     return max(n for n in range(1, gpus + 1) if total_batch % (B * T * n) == 0)
 
 
 def gpu_counts_not_dividing(total_batch=FULL_RUN_BATCH, B=64, T=1024, up_to=16):
-    """The GPU counts for which total_batch tokens is not a whole number of B*T micro-batches per GPU."""
+    """The GPU counts for which total_batch tokens is not a whole number of B*T micro-batches per
+    GPU."""
     return [n for n in range(1, up_to + 1) if total_batch % (B * T * n)]
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # ---- the plan: the real settings, or the CPU smoke mode's tiny ones
 
 
@@ -101,7 +111,8 @@ class Plan:
     ladder: list  # flags for each ladder step's own train_gpt2.py
     ladder_steps: int
     ladder_warmup: int  # step intervals left out of the median (compilation, warm-up)
-    ladder_text: int  # train the ladder on this many characters of tiny shakespeare (0: the step's whole input.txt)
+    # train the ladder on this many characters of tiny shakespeare (0: the step's whole input.txt)
+    ladder_text: int
     ladder_rungs: tuple  # which rungs run (empty: all)
     T: int
     total_batch: int
@@ -110,13 +121,16 @@ class Plan:
     final_warmup: int
     resume: list  # flags of the resume phase's runs
     resume_steps: int
-    resume_stop_at: int  # SIGTERM when this step's validation line is printed (worst case: evaluations still to run)
+    # SIGTERM when this step's validation line is printed (worst case: evaluations still to run)
+    resume_stop_at: int
     hellaswag_examples: int
-    resume_tolerance: float  # largest |loss difference| accepted between resumed and uninterrupted runs
+    # largest |loss difference| accepted between resumed and uninterrupted runs
+    resume_tolerance: float
     ddp_tolerance: float  # ... between the DDP run and the single process
     gpus: int
     timeout: float  # seconds for any one process
-    fake_oom_above: int = 0  # smoke only: a run with a larger B fails as out of memory, so the B search runs
+    # smoke only: a run with a larger B fails as out of memory, so the B search runs
+    fake_oom_above: int = 0
 
 
 def make_plan(smoke, gpus):
@@ -130,7 +144,8 @@ def make_plan(smoke, gpus):
             ladder_steps=3,
             ladder_warmup=1,
             ladder_text=50_000,  # tokenizing all 1.1 MB is a second of every rung's process
-            ladder_rungs=(0, -1),  # a process is ~5 CPU-seconds of imports: the first rung and the last
+            # a process is ~5 CPU-seconds of imports: the first rung and the last
+            ladder_rungs=(0, -1),
             T=32,
             total_batch=256,
             batches=(8, 4),
@@ -160,13 +175,17 @@ def make_plan(smoke, gpus):
         batches=(64, 32, 16, 8),
         final_steps=8,
         final_warmup=2,
-        # a small model (16M) keeps three compilations and their checkpoints short; every GPU code path still runs
-        resume="--n-layer 4 --n-head 4 --n-embd 256 -B 16 -T 256 --total-batch 8192 --val-steps 4".split(),
+        # a small model (16M) keeps three compilations and their checkpoints short; every GPU code
+        # path still runs
+        resume=(
+            "--n-layer 4 --n-head 4 --n-embd 256 -B 16 -T 256 --total-batch 8192 --val-steps 4"
+        ).split(),
         resume_steps=20,
         resume_stop_at=10,
         hellaswag_examples=16,
-        # not bitwise on CUDA: the embedding's backward and flash attention's backward add with atomics, in an order
-        # that changes from run to run, so two runs drift apart by rounding from the first step on
+        # not bitwise on CUDA: the embedding's backward and flash attention's backward add with
+        # atomics, in an order that changes from run to run, so two runs drift apart by rounding
+        # from the first step on
         resume_tolerance=0.01,
         ddp_tolerance=0.01,
         gpus=gpus,
@@ -174,7 +193,7 @@ def make_plan(smoke, gpus):
     )
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # ---- processes, their lines and when each arrived
 
 
@@ -194,7 +213,11 @@ class Run:
             return f"still running after {self.wall:.0f} s: stopped"
         if self.rc == 0:
             return None
-        tail = [line for line in self.stderr.strip().splitlines() if line.strip() and not line.startswith(" ")]
+        tail = [
+            line
+            for line in self.stderr.strip().splitlines()
+            if line.strip() and not line.startswith(" ")
+        ]
         return f"exit status {self.rc}: {tail[-1] if tail else 'no error output'}"
 
     def steps(self):
@@ -223,7 +246,8 @@ LIVE, LIVE_LOCK, STOPPING = set(), threading.Lock(), threading.Event()
 
 
 def stop_all():
-    """End every process group this command started that is still running (they run in sessions of their own)."""
+    """End every process group this command started that is still running (they run in sessions of
+    their own)."""
     with LIVE_LOCK:
         STOPPING.set()
         for proc in LIVE:
@@ -232,21 +256,29 @@ def stop_all():
 
 
 def launch(argv, *, cwd, env, timeout, on_line=None):
-    """Run argv, its stdout read line by line as it comes (on_line(proc, t, line) may signal it), stderr kept."""
+    """Run argv, its stdout read line by line as it comes (on_line(proc, t, line) may signal it),
+    stderr kept."""
     start = time.monotonic()
     with tempfile.TemporaryFile("w+") as err:
         with LIVE_LOCK:
             if STOPPING.is_set():
                 raise Stopped()
             proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True
+                argv,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                start_new_session=True,
             )
             LIVE.add(proc)
         timed_out = threading.Event()
 
         def kill():
             timed_out.set()
-            os.killpg(proc.pid, signal.SIGKILL)  # the process and any workers it started (its own session)
+            # the process and any workers it started (its own session)
+            os.killpg(proc.pid, signal.SIGKILL)
 
         timer = threading.Timer(timeout, kill)
         timer.start()
@@ -260,7 +292,8 @@ def launch(argv, *, cwd, env, timeout, on_line=None):
             proc.wait()
         finally:
             timer.cancel()
-            if proc.poll() is None:  # interrupted ourselves (Ctrl-C): take the whole group down with us
+            # interrupted ourselves (Ctrl-C): take the whole group down with us
+            if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             with LIVE_LOCK:
@@ -272,8 +305,9 @@ def launch(argv, *, cwd, env, timeout, on_line=None):
 
 
 class Places:
-    """The GPUs that processes take turns on (in smoke mode, as many CPU places): one process per GPU at a time, so
-    each clock measures a GPU of its own; a DDP run waits until it has them all. --serial: one process at a time."""
+    """The GPUs that processes take turns on (in smoke mode, as many CPU places): one process per
+    GPU at a time, so each clock measures a GPU of its own; a DDP run waits until it has them all.
+    --serial: one process at a time."""
 
     def __init__(self, plan, serial):
         self.plan, self.free = plan, queue.Queue()
@@ -282,7 +316,12 @@ class Places:
             self.free.put(gpu)
 
     def environment(self, gpus):
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+        }
         if self.plan.smoke:
             env["OMP_NUM_THREADS"] = "1"  # small processes side by side on a few cores
         else:
@@ -300,7 +339,8 @@ class Places:
 
     @contextmanager
     def all(self, nproc):
-        """The environment of a process that runs on the first nproc GPUs, once nothing else runs."""
+        """The environment of a process that runs on the first nproc GPUs, once nothing else
+        runs."""
         taken = [self.free.get() for _ in range(self.count)]
         try:
             yield self.environment(range(nproc))
@@ -310,7 +350,8 @@ class Places:
 
 
 def train_argv(*flags, fake_oom_above=0):
-    """train_gpt2.py with flags, through this script's child mode, which prints the peak memory at the end."""
+    """train_gpt2.py with flags, through this script's child mode, which prints the peak memory at
+    the end."""
     extra = [f"--fake-oom-above={fake_oom_above}"] if fake_oom_above else []
     return [sys.executable, str(Path(__file__).resolve()), "train", *extra, *map(str, flags)]
 
@@ -328,13 +369,18 @@ def torchrun_argv(nproc, *flags):
 
 
 def child(argv):
-    """`gpu_acceptance.py train [--fake-oom-above=N] FLAGS`: train_gpt2.py's main(FLAGS) in this process, then a line
-    with the peak memory it took (CUDA's allocator, or the process's resident set on a CPU)."""
+    """`gpu_acceptance.py train [--fake-oom-above=N] FLAGS`: train_gpt2.py's main(FLAGS) in this
+    process, then a line with the peak memory it took (CUDA's allocator, or the process's resident
+    set on a CPU)."""
     if argv and argv[0].startswith("--fake-oom-above="):
         limit, argv = int(argv[0].split("=", 1)[1]), argv[1:]
         B = int(argv[argv.index("-B") + 1])
-        if B > limit:  # the smoke mode's stand-in for a GPU's out-of-memory error, so the search for B runs
-            print(f"torch.OutOfMemoryError: CUDA out of memory (simulated: -B {B} > {limit})", file=sys.stderr)
+        # the smoke mode's stand-in for a GPU's out-of-memory error, so the search for B runs
+        if B > limit:
+            print(
+                f"torch.OutOfMemoryError: CUDA out of memory (simulated: -B {B} > {limit})",
+                file=sys.stderr,
+            )
             return 1
     import torch
 
@@ -343,7 +389,10 @@ def child(argv):
     rc = train_gpt2.main(argv)
     if rc == 0:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
-            allocated, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+            allocated, reserved = (
+                torch.cuda.max_memory_allocated(),
+                torch.cuda.max_memory_reserved(),
+            )
             total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
             gib = [f"{n / 2**30:.2f}" for n in (allocated, reserved, total)]
             print(f"peak memory: {gib[0]} GiB allocated, {gib[1]} GiB reserved, of {gib[2]} GiB")
@@ -353,14 +402,16 @@ def child(argv):
     return rc
 
 
-PEAK_LINE = r"peak memory: ([\d.]+) GiB (allocated|resident)(?:, ([\d.]+) GiB reserved, of ([\d.]+) GiB)?"
+PEAK_LINE = (
+    r"peak memory: ([\d.]+) GiB (allocated|resident)(?:, ([\d.]+) GiB reserved, of ([\d.]+) GiB)?"
+)
 
 
 def out_of_memory(run):
     return "OutOfMemoryError" in run.stderr or "out of memory" in run.stderr
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # ---- the report: rows, the table, the JSON
 
 
@@ -372,7 +423,13 @@ class Report:
         self.lock = threading.Lock()  # phases run side by side
 
     def add(self, phase, check, measured, reference="", status="ok", **details):
-        row = {"phase": phase, "check": check, "measured": measured, "reference": reference, "status": status}
+        row = {
+            "phase": phase,
+            "check": check,
+            "measured": measured,
+            "reference": reference,
+            "status": status,
+        }
         with self.lock:
             self.rows.append(row | ({"details": details} if details else {}))
             # in the phases' order, each phase's rows in the order they came
@@ -400,7 +457,10 @@ class Report:
 
     def table(self):
         head = ("check", "measured", "reference", "status")
-        cells = [head] + [tuple(str(row[k]) for k in ("check", "measured", "reference", "status")) for row in self.rows]
+        cells = [head] + [
+            tuple(str(row[k]) for k in ("check", "measured", "reference", "status"))
+            for row in self.rows
+        ]
         widths = [max(len(c[i]) for c in cells) for i in range(4)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(cell, widths)).rstrip() for cell in cells]
         lines.insert(1, "  ".join("-" * w for w in widths))
@@ -408,27 +468,34 @@ class Report:
 
 
 def median_interval(run, warmup):
-    """The median time between consecutive step lines, leaving out the first `warmup` intervals; None if too few."""
+    """The median time between consecutive step lines, leaving out the first `warmup` intervals;
+    None if too few."""
     times = [t for _, (t, _, _) in sorted(run.steps().items())]
     intervals = [b - a for a, b in zip(times, times[1:])][warmup:]
     return statistics.median(intervals) if intervals else None
 
 
 def median_dt(run, warmup):
-    """The median of the dt each step line reports (train_gpt2.py's own clock), after `warmup` steps."""
+    """The median of the dt each step line reports (train_gpt2.py's own clock), after `warmup`
+    steps."""
     dts = [dt for _, (_, _, dt) in sorted(run.steps().items()) if dt is not None][warmup:]
     return statistics.median(dts) / 1000 if dts else None
 
 
-STOP_CHECKED = ("mfu:", "validation loss", "HellaSwag accuracy", "sample 0:")  # (and the step lines)
+# the lines that end a stretch between two checks of the stop flag (and the step lines)
+STOP_CHECKED = ("mfu:", "validation loss", "HellaSwag accuracy", "sample 0:")
 
 
 def stop_check_gaps(run):
-    """[(seconds, what)] between consecutive checks of the stop flag. train_gpt2.py checks it before each evaluation
-    and each training step, so each stretch ends with the line its work printed ("mfu: ..." comes just before the
-    handler is installed)."""
-    marks = [(t, line) for t, line in run.lines if line.startswith(STOP_CHECKED) or STEP_LINE.match(line)]
-    return [(b - a, what.split(" |")[0].split(":")[0]) for (a, _), (b, what) in zip(marks, marks[1:])]
+    """[(seconds, what)] between consecutive checks of the stop flag. train_gpt2.py checks it before
+    each evaluation and each training step, so each stretch ends with the line its work printed
+    ("mfu: ..." comes just before the handler is installed)."""
+    marks = [
+        (t, line) for t, line in run.lines if line.startswith(STOP_CHECKED) or STEP_LINE.match(line)
+    ]
+    return [
+        (b - a, what.split(" |")[0].split(":")[0]) for (a, _), (b, what) in zip(marks, marks[1:])
+    ]
 
 
 def log_values(log_dir, kind):
@@ -448,12 +515,13 @@ def max_difference(a, b):
     return max((abs(a[k] - b[k]) for k in common), default=math.nan), len(common)
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # ---- the phases
 
 
 def phase_ladder(plan, places, report, work):
-    """Each rung's step checked out of the step history and its train_gpt2.py run as the step wrote it."""
+    """Each rung's step checked out of the step history and its train_gpt2.py run as the step wrote
+    it."""
     from walkthrough.history import load_series
     from walkthrough.patches import HISTORY_RANGE, open_history
 
@@ -463,7 +531,10 @@ def phase_ladder(plan, places, report, work):
     rungs = []
     for rung in LADDER:
         if rung.slug not in by_slug:
-            raise UserError(f"history/ has no step with Step-Id {rung.slug!r}: the ladder finds its steps by Step-Id")
+            raise UserError(
+                f"history/ has no step with Step-Id {rung.slug!r}: "
+                "the ladder finds its steps by Step-Id"
+            )
         step = steps[by_slug[rung.slug] - rung.before]
         folder = work / "steps" / f"step-{step.number:02d}"
         if not folder.exists():
@@ -473,7 +544,9 @@ def phase_ladder(plan, places, report, work):
     data = []
     if plan.ladder_text:
         text = work / "ladder.txt"
-        text.write_text((ROOT / "input.txt").read_text(encoding="utf-8")[: plan.ladder_text], encoding="utf-8")
+        text.write_text(
+            (ROOT / "input.txt").read_text(encoding="utf-8")[: plan.ladder_text], encoding="utf-8"
+        )
         data = ["--data", str(text)]
 
     def measure(item):
@@ -495,20 +568,32 @@ def phase_ladder(plan, places, report, work):
         report.add(
             "ladder",
             "ladder: rungs run",
-            f"{len(ran)} of {len(rungs)} (steps {', '.join(str(step.number) for _, step, _ in ran)})",
+            f"{len(ran)} of {len(rungs)} "
+            f"(steps {', '.join(str(step.number) for _, step, _ in ran)})",
             "all of them on a GPU",
             "info",
         )
         rungs = ran
     with ThreadPoolExecutor(max_workers=places.count) as pool:
         runs = list(pool.map(measure, rungs))
-    B, T = int(plan.ladder[plan.ladder.index("-B") + 1]), int(plan.ladder[plan.ladder.index("-T") + 1])
+    B, T = (
+        int(plan.ladder[plan.ladder.index("-B") + 1]),
+        int(plan.ladder[plan.ladder.index("-T") + 1]),
+    )
     for (rung, step, _), run in zip(rungs, runs):
         check = f"ladder: step {step.number} {step.slug} ({rung.adds})"
-        reference = f"lecture (A100): {rung.lecture_ms:.0f} ms, {B * T / (rung.lecture_ms / 1000):,.0f} tok/s"
+        lecture_tok_s = B * T / (rung.lecture_ms / 1000)
+        reference = f"lecture (A100): {rung.lecture_ms:.0f} ms, {lecture_tok_s:,.0f} tok/s"
         seconds = median_interval(run, plan.ladder_warmup)
         if (why := run.failure()) or seconds is None:
-            report.add("ladder", check, why or "too few step lines to time", reference, "error", step=step.number)
+            report.add(
+                "ladder",
+                check,
+                why or "too few step lines to time",
+                reference,
+                "error",
+                step=step.number,
+            )
             continue
         own = median_dt(run, plan.ladder_warmup)
         report.add(
@@ -520,7 +605,8 @@ def phase_ladder(plan, places, report, work):
             slug=step.slug,
             ms_per_step=round(1000 * seconds, 2),
             tok_per_s=round(B * T / seconds),
-            own_dt_ms=None if own is None else round(1000 * own, 2),  # the step's printed dt, where it prints one
+            # the step's printed dt, where it prints one
+            own_dt_ms=None if own is None else round(1000 * own, 2),
             lecture_ms=rung.lecture_ms,
             wall_s=round(run.wall, 1),
         )
@@ -528,7 +614,9 @@ def phase_ladder(plan, places, report, work):
 
 def checkout(history, rev, folder):
     """The files of one step of the history in folder (git archive, unpacked)."""
-    tar = subprocess.run(["git", "-C", str(history), "archive", rev], capture_output=True, check=True)
+    tar = subprocess.run(
+        ["git", "-C", str(history), "archive", rev], capture_output=True, check=True
+    )
     folder.mkdir(parents=True)
     with tempfile.TemporaryFile() as f:
         f.write(tar.stdout)
@@ -538,12 +626,15 @@ def checkout(history, rev, folder):
 
 
 def make_data(plan, work):
-    """Token shards of tiny shakespeare repeated (val: its last tenth), each large enough for every rank's batch."""
+    """Token shards of tiny shakespeare repeated (val: its last tenth), each large enough for every
+    rank's batch."""
     import numpy as np
     import tiktoken
 
     tokens = np.array(
-        tiktoken.get_encoding("gpt2").encode_ordinary((ROOT / "input.txt").read_text(encoding="utf-8")),
+        tiktoken.get_encoding("gpt2").encode_ordinary(
+            (ROOT / "input.txt").read_text(encoding="utf-8")
+        ),
         dtype=np.uint16,
     )
     cut = int(0.9 * len(tokens))
@@ -551,14 +642,17 @@ def make_data(plan, work):
     folder = work / "shards"
     folder.mkdir(parents=True, exist_ok=True)
     for index, (split, part) in enumerate([("val", tokens[cut:]), ("train", tokens[:cut])]):
-        np.save(folder / f"shakespeare_{split}_{index:06d}.npy", np.tile(part, -(-need // len(part))))
+        np.save(
+            folder / f"shakespeare_{split}_{index:06d}.npy", np.tile(part, -(-need // len(part)))
+        )
     return folder
 
 
 def final_flags(plan, data, B, steps, log_dir):
     return [
         *plan.model,
-        *f"--data {data} -B {B} -T {plan.T} --total-batch {plan.total_batch} --max-steps {steps}".split(),
+        *f"--data {data} -B {B} -T {plan.T}".split(),
+        *f"--total-batch {plan.total_batch} --max-steps {steps}".split(),
         *"--val-every 0 --hellaswag-every 0 --sample-every 0 --checkpoint-every 0".split(),
         *["--device", plan.device, "--log-dir", str(log_dir)],
     ]
@@ -573,10 +667,19 @@ def phase_final(plan, places, report, work):
         flags = final_flags(plan, data, B, plan.final_steps, work / f"final-B{B}")
         with places.one() as env:
             run = launch(
-                train_argv(*flags, fake_oom_above=plan.fake_oom_above), cwd=ROOT, env=env, timeout=plan.timeout
+                train_argv(*flags, fake_oom_above=plan.fake_oom_above),
+                cwd=ROOT,
+                env=env,
+                timeout=plan.timeout,
             )
         if out_of_memory(run):
-            report.add("final", f"final: B={B}", "out of memory", f"the real setting is B={plan.batches[0]}", "info")
+            report.add(
+                "final",
+                f"final: B={B}",
+                "out of memory",
+                f"the real setting is B={plan.batches[0]}",
+                "info",
+            )
             continue
         if why := run.failure():
             report.add("final", f"final: B={B}", why, "", "error")
@@ -588,8 +691,18 @@ def phase_final(plan, places, report, work):
         return
     B, run = fitted
     report.measured.update(B=B, final_log=str(work / f"final-B{B}"))
-    biggest = "the real setting" if B == plan.batches[0] else f"{plan.batches[0]} does not fit: use -B {B}"
-    report.add("final", "final: largest B that fits", f"B={B}", biggest, "ok" if B == plan.batches[0] else "info")
+    biggest = (
+        "the real setting"
+        if B == plan.batches[0]
+        else f"{plan.batches[0]} does not fit: use -B {B}"
+    )
+    report.add(
+        "final",
+        "final: largest B that fits",
+        f"B={B}",
+        biggest,
+        "ok" if B == plan.batches[0] else "info",
+    )
 
     seconds = median_dt(run, plan.final_warmup)
     if seconds is None:
@@ -616,7 +729,13 @@ def phase_final(plan, places, report, work):
         run = launch(train_argv(*flags), cwd=ROOT, env=env, timeout=plan.timeout)
     check = f"final: peak memory, eager --no-compile (B={B})"
     if out_of_memory(run):
-        report.add("final", check, "out of memory", "--no-compile needs a smaller -B here (issue 13, defect 6)", "info")
+        report.add(
+            "final",
+            check,
+            "out of memory",
+            "--no-compile needs a smaller -B here (issue 13, defect 6)",
+            "info",
+        )
     elif why := run.failure():
         report.add("final", check, why, "", "error")
     else:
@@ -640,7 +759,11 @@ def mfu_row(plan, report, run, tok_s):
         per_token = flops_per_token(GPT(config), plan.T)
     device = report.device
     basis = run.value(r"against \d+ x (\d+) TFLOPS")  # what train_gpt2.py's own MFU divides by
-    theirs = f"train_gpt2.py assumes {basis[1]} TFLOPS" if basis else "train_gpt2.py knows no peak for it"
+    theirs = (
+        f"train_gpt2.py assumes {basis[1]} TFLOPS"
+        if basis
+        else "train_gpt2.py knows no peak for it"
+    )
     if not device.get("peak_tflops"):
         report.add("final", "final: MFU", f"unknown: {device['peak_reason']}", theirs, "info")
         return
@@ -663,7 +786,9 @@ def memory_row(report, run, check):
         report.add("final", check, "no peak memory line", "", "error")
         return
     if m[2] == "resident":
-        report.add("final", check, f"{m[1]} GiB resident (CPU process)", "", "info", gib=float(m[1]))
+        report.add(
+            "final", check, f"{m[1]} GiB resident (CPU process)", "", "info", gib=float(m[1])
+        )
     else:
         report.add(
             "final",
@@ -681,7 +806,9 @@ def phase_resume(plan, places, report, work):
     data = report.measured["data"]
     words = (ROOT / "input.txt").read_text(encoding="utf-8").split()
     hella = work / "hellaswag_standin.jsonl"
-    examples = synthetic_examples(plan.hellaswag_examples, words=words, context=(10, 40), ending=(3, 12))
+    examples = synthetic_examples(
+        plan.hellaswag_examples, words=words, context=(10, 40), ending=(3, 12)
+    )
     hella.write_text("".join(json.dumps(example) + "\n" for example in examples))
     every = plan.resume_stop_at // 2
     flags = [
@@ -692,7 +819,12 @@ def phase_resume(plan, places, report, work):
         "--compile" if plan.device == "cuda" else "--no-compile",
     ]
     with places.one() as env:
-        straight = launch(train_argv(*flags, "--log-dir", work / "straight"), cwd=ROOT, env=env, timeout=plan.timeout)
+        straight = launch(
+            train_argv(*flags, "--log-dir", work / "straight"),
+            cwd=ROOT,
+            env=env,
+            timeout=plan.timeout,
+        )
     if why := straight.failure():
         report.add("resume", "resume: uninterrupted run", why, "", "error")
         return
@@ -700,8 +832,8 @@ def phase_resume(plan, places, report, work):
     last = {"step": None}
 
     def stop_at_validation(proc, t, line):
-        # SIGTERM at resume_stop_at's validation line: the flag is read again before its HellaSwag, so the time to
-        # stop is one check, a checkpoint and the exit
+        # SIGTERM at resume_stop_at's validation line: the flag is read again before its HellaSwag,
+        # so the time to stop is one check, a checkpoint and the exit
         if m := STEP_LINE.match(line):
             last["step"] = int(m[1])
         elif line.startswith("validation loss") and last["step"] == plan.resume_stop_at - 1:
@@ -727,22 +859,34 @@ def phase_resume(plan, places, report, work):
     report.add(
         "resume",
         "resume: SIGTERM during an evaluation step",
-        f"stopped at step {at[1] if at else '?'} {latency:.1f} s after the signal, exit status {stopped.rc}",
+        f"stopped at step {at[1] if at else '?'} {latency:.1f} s after the signal, "
+        f"exit status {stopped.rc}",
         f"under {TORCHRUN_GRACE} s (torchrun's grace)",
         "ok" if at and latency < TORCHRUN_GRACE else "FAIL",
         seconds=round(latency, 2),
     )
     with places.one() as env:
-        resumed = launch(train_argv(*flags, "--log-dir", log_dir, "--resume"), cwd=ROOT, env=env, timeout=plan.timeout)
+        resumed = launch(
+            train_argv(*flags, "--log-dir", log_dir, "--resume"),
+            cwd=ROOT,
+            env=env,
+            timeout=plan.timeout,
+        )
     if why := resumed.failure():
         report.add("resume", "resume: --resume", why, "", "error")
         return
-    train_diff, n = max_difference(log_values(work / "straight", "train"), log_values(log_dir, "train"))
-    val_diff, n_val = max_difference(log_values(work / "straight", "val"), log_values(log_dir, "val"))
+    train_diff, n = max_difference(
+        log_values(work / "straight", "train"), log_values(log_dir, "train")
+    )
+    val_diff, n_val = max_difference(
+        log_values(work / "straight", "val"), log_values(log_dir, "val")
+    )
     complete = n == plan.resume_steps and n_val > 0
     worst = max(train_diff, val_diff)
     tolerance = (
-        "bitwise (CPU)" if plan.resume_tolerance == 0 else f"within {plan.resume_tolerance} (not bitwise on CUDA)"
+        "bitwise (CPU)"
+        if plan.resume_tolerance == 0
+        else f"within {plan.resume_tolerance} (not bitwise on CUDA)"
     )
     report.add(
         "resume",
@@ -754,15 +898,19 @@ def phase_resume(plan, places, report, work):
         max_val_difference=val_diff,
         tolerance=plan.resume_tolerance,
     )
-    # a signal just after a check waits for the longest stretch without one, then stops as the one above did
-    longest, what = max(stop_check_gaps(straight) + stop_check_gaps(resumed), default=(math.nan, "?"))
+    # a signal just after a check waits for the longest stretch without one, then stops as the one
+    # above did
+    longest, what = max(
+        stop_check_gaps(straight) + stop_check_gaps(resumed), default=(math.nan, "?")
+    )
     first_after_resume = (stop_check_gaps(resumed) or [(math.nan, "")])[0][0]
     worst = longest + latency
     report.add(
         "resume",
         "resume: worst case from SIGTERM to exit",
-        f"{worst:.1f} s: the longest stretch without a stop check ({longest:.1f} s, ending in '{what}') + "
-        f"{latency:.1f} s to stop; the first after --resume (compiled on a GPU) took {first_after_resume:.1f} s",
+        f"{worst:.1f} s: the longest stretch without a stop check "
+        f"({longest:.1f} s, ending in '{what}') + {latency:.1f} s to stop; "
+        f"the first after --resume (compiled on a GPU) took {first_after_resume:.1f} s",
         f"under {TORCHRUN_GRACE} s, or torchrun kills the run before its checkpoint",
         "ok" if worst < TORCHRUN_GRACE else "FAIL",
         seconds=round(worst, 2),
@@ -774,7 +922,13 @@ def phase_resume(plan, places, report, work):
 
 def phase_ddp(plan, places, report, work):
     if "tok_s" not in report.measured:
-        report.add("ddp", "ddp", "needs the final phase's run (its single-process losses and tok/s)", "", "error")
+        report.add(
+            "ddp",
+            "ddp",
+            "needs the final phase's run (its single-process losses and tok/s)",
+            "",
+            "error",
+        )
         return
     B = report.measured["B"]
     nproc = ddp_processes(plan.total_batch, B, plan.T, plan.gpus)
@@ -783,7 +937,8 @@ def phase_ddp(plan, places, report, work):
             "ddp",
             "ddp: GPUs used",
             f"{nproc} of {plan.gpus}",
-            f"{plan.total_batch:,} tokens is not a multiple of B*T*{plan.gpus} = {B}*{plan.T}*{plan.gpus}",
+            f"{plan.total_batch:,} tokens is not a multiple of "
+            f"B*T*{plan.gpus} = {B}*{plan.T}*{plan.gpus}",
             "info",
         )
     steps = plan.final_steps
@@ -792,20 +947,31 @@ def phase_ddp(plan, places, report, work):
 
     def stop_after_last_compared(proc, t, line):
         if (m := STEP_LINE.match(line)) and int(m[1]) == steps - 1:
-            # to the workers, as the README says: torchrun's agent, signalled itself, ends in a traceback and status 1
+            # to the workers, as the README says: torchrun's agent, signalled itself, ends in a
+            # traceback and status 1
             subprocess.run(["pkill", "-TERM", "-P", str(proc.pid)])
             return True
         return False
 
     with places.all(nproc) as env:
         run = launch(
-            torchrun_argv(nproc, *flags), cwd=ROOT, env=env, timeout=plan.timeout, on_line=stop_after_last_compared
+            torchrun_argv(nproc, *flags),
+            cwd=ROOT,
+            env=env,
+            timeout=plan.timeout,
+            on_line=stop_after_last_compared,
         )
     single = log_values(report.measured["final_log"], "train")
     ours = log_values(log_dir, "train")
     diff, n = max_difference(single, ours)
     if n < steps:
-        report.add("ddp", f"ddp: {nproc} processes", run.failure() or f"{n} of {steps} steps logged", "", "error")
+        report.add(
+            "ddp",
+            f"ddp: {nproc} processes",
+            run.failure() or f"{n} of {steps} steps logged",
+            "",
+            "error",
+        )
         return
     seconds = median_dt(run, plan.final_warmup)
     tok_s = plan.total_batch / seconds
@@ -829,7 +995,8 @@ def phase_ddp(plan, places, report, work):
         "ddp",
         "ddp: SIGTERM to the workers (pkill -TERM -P <torchrun>)",
         f"exit status {run.rc}{'' if clean else ' with a traceback'}, "
-        f"{'checkpoint ' + checkpoint[-1].name if checkpoint else 'no checkpoint'}, {latency:.1f} s after the signal",
+        f"{'checkpoint ' + checkpoint[-1].name if checkpoint else 'no checkpoint'}, "
+        f"{latency:.1f} s after the signal",
         "a clean stop: exit status 0 and a checkpoint",
         "ok" if clean and checkpoint else "FAIL",
         exit_status=run.rc,
@@ -847,18 +1014,19 @@ def estimate(plan, report):
         tok_s, how = ddp, "DDP over 8 GPUs as measured"
     elif ddp and nproc > 1:
         efficiency = ddp / (nproc * single)
-        tok_s, how = (
-            8 * single * efficiency,
-            f"8 x one GPU's tok/s x the DDP efficiency measured on {nproc} ({efficiency:.2f})",
-        )
+        tok_s = 8 * single * efficiency
+        how = f"8 x one GPU's tok/s x the DDP efficiency measured on {nproc} ({efficiency:.2f})"
     else:
-        tok_s, how = 8 * single, "8 x one GPU's tok/s, perfect scaling assumed (no DDP scaling measured)"
+        tok_s = 8 * single
+        how = "8 x one GPU's tok/s, perfect scaling assumed (no DDP scaling measured)"
     hours = FULL_RUN_STEPS * FULL_RUN_BATCH / tok_s / 3600
+    lecture_hours = FULL_RUN_STEPS * FULL_RUN_BATCH / (8 * LECTURE_TOK_S) / 3600
+    device = report.device.get("part") or report.device["name"]
     report.add(
         "estimate",
-        f"estimate: the {FULL_RUN_STEPS:,}-step run on 8 x {report.device.get('part') or report.device['name']}",
+        f"estimate: the {FULL_RUN_STEPS:,}-step run on 8 x {device}",
         f"{hours:.1f} h at {tok_s:,.0f} tok/s (an estimate)",
-        f"8 x the lecture's last rung: {FULL_RUN_STEPS * FULL_RUN_BATCH / (8 * LECTURE_TOK_S) / 3600:.1f} h; "
+        f"8 x the lecture's last rung: {lecture_hours:.1f} h; "
         "evaluations and checkpoints not included",
         "info",
         hours=round(hours, 2),
@@ -867,7 +1035,7 @@ def estimate(plan, report):
     )
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # ---- the command
 
 
@@ -876,11 +1044,18 @@ def describe_device(plan):
 
     info = {"torch": torch.__version__, "cuda": torch.version.cuda}
     if plan.device == "cpu":
-        return info | {"name": "cpu", "part": None, "peak_tflops": None, "peak_reason": "a CPU", "count": plan.gpus}
+        return info | {
+            "name": "cpu",
+            "part": None,
+            "peak_tflops": None,
+            "peak_reason": "a CPU",
+            "count": plan.gpus,
+        }
     from longrun.meters import MFU
 
     props = torch.cuda.get_device_properties(0)
-    tflops, about = MFU.lookup(props.name, props.multi_processor_count)  # the part's dense bf16 peak, as the run's
+    # the part's dense bf16 peak, as the run's
+    tflops, about = MFU.lookup(props.name, props.multi_processor_count)
     return info | {
         "name": props.name,
         "count": torch.cuda.device_count(),
@@ -894,18 +1069,32 @@ def describe_device(plan):
 
 def main(argv=None):
     p = ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--smoke", action="store_true", help="CPU, a tiny model, gloo: every code path in about a minute")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="CPU, a tiny model, gloo: every code path in about a minute",
+    )
     p.add_argument("--skip", nargs="+", choices=PHASES, default=[], help="phases not to run")
     p.add_argument("--gpus", type=int, help="how many of the visible GPUs to use (default: all)")
-    p.add_argument("--serial", action="store_true", help="one process at a time, even with several GPUs")
-    p.add_argument("--out", default="log/gpu_acceptance.json", help="the JSON written after every phase")
-    p.add_argument("--history", help="a built step history (default: history/, built from steps/ when needed)")
-    p.add_argument("--work", help="a folder for checkouts, data and runs (default: a temporary one, removed)")
+    p.add_argument(
+        "--serial", action="store_true", help="one process at a time, even with several GPUs"
+    )
+    p.add_argument(
+        "--out", default="log/gpu_acceptance.json", help="the JSON written after every phase"
+    )
+    p.add_argument(
+        "--history", help="a built step history (default: history/, built from steps/ when needed)"
+    )
+    p.add_argument(
+        "--work", help="a folder for checkouts, data and runs (default: a temporary one, removed)"
+    )
     args = p.parse_args(argv)
     try:
         return run_cli("gpu_acceptance.py", lambda: accept(args))
     except KeyboardInterrupt:
-        print("gpu_acceptance.py: interrupted: every process it started was stopped", file=sys.stderr)
+        print(
+            "gpu_acceptance.py: interrupted: every process it started was stopped", file=sys.stderr
+        )
         return 130
 
 
@@ -954,11 +1143,18 @@ def accept(args):
             except (UserError, Stopped):
                 raise
             except Exception as e:  # a phase that cannot run is its row; the other phases still run
-                report.add(name, name, f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}", "", "error")
+                report.add(
+                    name,
+                    name,
+                    f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}",
+                    "",
+                    "error",
+                )
             report.phases[name] = round(time.monotonic() - start, 1)
             report.write()
 
-        # ladder, final and resume side by side (each process has a GPU to itself); then ddp, which takes them all
+        # ladder, final and resume side by side (each process has a GPU to itself); then ddp, which
+        # takes them all
         side_by_side = [name for name in ("ladder", "final", "resume") if name not in args.skip]
         with ThreadPoolExecutor(max_workers=max(1, len(side_by_side))) as pool:
             futures = [pool.submit(run_phase, name) for name in side_by_side]
@@ -967,7 +1163,8 @@ def accept(args):
                     future.result()
                 if "ddp" not in args.skip:
                     run_phase("ddp")
-            except BaseException:  # Ctrl-C, a user's mistake: no phase starts another process, the running ones end
+            except BaseException:
+                # Ctrl-C, a user's mistake: no phase starts another process, the running ones end
                 stop_all()
                 raise
         estimate(plan, report)
@@ -979,7 +1176,12 @@ def accept(args):
     return 0 if all(row["status"] in ("ok", "info") for row in report.rows) else 1
 
 
-PHASE_FUNCTIONS = {"ladder": phase_ladder, "final": phase_final, "resume": phase_resume, "ddp": phase_ddp}
+PHASE_FUNCTIONS = {
+    "ladder": phase_ladder,
+    "final": phase_final,
+    "resume": phase_resume,
+    "ddp": phase_ddp,
+}
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["train"]:
