@@ -1,7 +1,8 @@
-"""Behavioural checks for the exercises, one per step of Parts 0 and I, keyed by the step's Step-Id (see core.py).
+"""Behavioural checks for the exercises, one per step of Parts 0 and I, keyed by the step's Step-Id
+(see core.py).
 
-`run(tree, slugs)` runs checks against a tree in a fresh process started in it (the tree's modules shadow ours there)
-and returns one Result per check, in order.
+`run(tree, slugs)` runs checks against a tree in a fresh process started in it (the tree's modules
+shadow ours there) and returns one Result per check, in order.
 """
 
 from __future__ import annotations
@@ -43,19 +44,26 @@ def run(tree: Path, slugs: list[str], timeout: float = 300) -> list[Result]:
                     late = f"the checks were still running after {timeout:g} s"
                     return [Result(s, False, late, timeout) for s in slugs]
                 time.sleep(0.05)
-        finally:  # passed, failed, timed out or Ctrl-C: what the learner's code started ends with the run
+        finally:
+            # passed, failed, timed out or Ctrl-C: what the learner's code started ends with the run
             end_group(pid)
         stdout, stderr = out.read_text(errors="replace"), err.read_text(errors="replace")
     results = [Result(**json.loads(line)) for line in stdout.splitlines() if line.startswith("{")]
-    if len(results) < len(slugs):  # the process died (a learner's sys.exit at import, a crash): say how
+    # the process died (a learner's sys.exit at import, a crash): say how
+    if len(results) < len(slugs):
         last = (stderr.strip().splitlines() or ["no output"])[-1]
         ran = {result.slug for result in results}
-        results += [Result(s, False, f"the check's process ended early: {last}", 0.0) for s in slugs if s not in ran]
+        results += [
+            Result(s, False, f"the check's process ended early: {last}", 0.0)
+            for s in slugs
+            if s not in ran
+        ]
     return results
 
 
 def end_group(pid: int) -> None:
-    """Kill the run's process group: the run itself, and every process the learner's code started in it."""
+    """Kill the run's process group: the run itself, and every process the learner's code
+    started in it."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):  # all of them gone already
@@ -70,26 +78,32 @@ def ended(pid: int) -> bool:
     return False
 
 
-# Each run of the checks is a process of its own, started in the tree: the tree's modules must shadow ours, and nothing
-# a learner's code does may outlive the run. A new Python would import torch each time (1.5 s of CPU); instead every
-# run is a fork of one process that imported it once, the zygote, started with the first run and kept for the next.
+# Each run of the checks is a process of its own, started in the tree: the tree's modules must
+# shadow ours, and nothing a learner's code does may outlive the run. A new Python would import
+# torch each time (1.5 s of CPU); instead every run is a fork of one process that imported it once,
+# the zygote, started with the first run and kept for the next.
 ZYGOTE_CODE = """
 import json, os, runpy, signal, sys
-import torch, torch._dynamo  # what every run imports (dynamo: with the first optimizer): once, before the forks
-signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a run that ends is reaped at once (its results are in its files)
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the runs and the program using them: it ends us (EOF)
+# what every run imports (dynamo: with the first optimizer): once, before the forks
+import torch, torch._dynamo
+# a run that ends is reaped at once (its results are in its files)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+# a Ctrl-C is for the runs and the program using them: the program ends us (EOF)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 for request in sys.stdin:
     tree, slugs, out, err = json.loads(request)
     pid = os.fork()
     if pid:
         print(pid, flush=True)
         continue
-    # the run: a process started in the tree, as `python -m walkthrough.checks TREE SLUG...` would be, leading a
-    # process group of its own, which ends with it (end_group): what the learner's code starts goes with it (a
-    # process that makes a session of its own leaves the group, and is the learner's to end)
+    # the run: a process started in the tree, as `python -m walkthrough.checks TREE SLUG...` would
+    # be, leading a process group of its own, which ends with it (end_group): what the learner's
+    # code starts goes with it (a process that makes a session of its own leaves the group, and is
+    # the learner's to end)
     os.setpgid(0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its own subprocesses are waited for
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # a Ctrl-C ends the run, as in any Python program
+    # a Ctrl-C ends the run, as in any Python program
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for fd, path in ((0, os.devnull), (1, out), (2, err)):  # stdin no longer the zygote's requests
         os.dup2(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), fd)
     sys.argv = ["walkthrough.checks", tree, *slugs]
@@ -106,7 +120,8 @@ for request in sys.stdin:
 
 
 class Zygote:
-    """The zygote of this program (a class of one), started when first needed; it ends with the program (EOF)."""
+    """The zygote of this program (a class of one), started when first needed; it ends with
+    the program (EOF)."""
 
     process: subprocess.Popen | None = None
     lock = threading.Lock()  # one request at a time: the suite runs checks from two threads
@@ -118,7 +133,8 @@ class Zygote:
             if cls.process is None or cls.process.poll() is not None:
                 cls.process = subprocess.Popen(
                     [sys.executable, "-c", ZYGOTE_CODE],
-                    stdin=subprocess.PIPE,  # one request a line: a tree, its checks, and the files for its output
+                    # one request a line: a tree, its checks, and the files for its output
+                    stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,  # one process id a line
                     text=True,
                     env=environment(),

@@ -1,6 +1,6 @@
-"""`python -m walkthrough.checks TREE SLUG...`: run checks inside TREE, one JSON line per check on stdout. The
-reader and `walkthrough exercise` run this in a process of its own, a fork of a process that imported torch already,
-as if it were started so (see walkthrough.checks.run)."""
+"""`python -m walkthrough.checks TREE SLUG...`: run checks inside TREE, one JSON line per check on
+stdout. The reader and `walkthrough exercise` run this in a process of its own, a fork of a process
+that imported torch already, as if it were started so (see walkthrough.checks.run)."""
 
 import contextlib
 import io
@@ -22,12 +22,19 @@ passed = True
 for slug in sys.argv[2:]:
     start = time.perf_counter()
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # what the learner's code prints is not the verdict
+        # what the learner's code prints is not the verdict
+        with contextlib.redirect_stdout(io.StringIO()):
             CHECKS[slug].function(folder)
         ok, message = True, ""
-    except (Exception, SystemExit) as error:  # the learner's code may raise (or exit): it is the answer, not a crash
+    except (Exception, SystemExit) as error:
+        # the learner's code may raise (or exit): it is the answer, not a crash
         ok, message = False, describe(error, tree)
-    result = {"slug": slug, "ok": ok, "message": message, "seconds": round(time.perf_counter() - start, 2)}
+    result = {
+        "slug": slug,
+        "ok": ok,
+        "message": message,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
     print(json.dumps(result), flush=True)
     passed = passed and ok
 folder.close(passed)

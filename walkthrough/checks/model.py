@@ -1,9 +1,10 @@
 """Checks for the steps that build the model: from the skeleton to GPT-2's initialisation.
 
-The model steps are checked against oracles: transformers' own GPT-2 (`GPT2LMHeadModel`) loaded from the same small
-checkpoint, torch's own cross-entropy, and the tokenizer's own ids. The checkpoint is a small random GPT-2 whose
-weights are spread wider than a fresh initialisation (LayerNorm gains and biases included), so that a skipped
-tensor, a missing transpose, an exact GELU or a wrong attention scale all move the logits well beyond rounding.
+The model steps are checked against oracles: transformers' own GPT-2 (`GPT2LMHeadModel`) loaded from
+the same small checkpoint, torch's own cross-entropy, and the tokenizer's own ids. The checkpoint is
+a small random GPT-2 whose weights are spread wider than a fresh initialisation (LayerNorm gains and
+biases included), so that a skipped tensor, a missing transpose, an exact GELU or a wrong attention
+scale all move the logits well beyond rounding.
 """
 
 from __future__ import annotations
@@ -25,17 +26,22 @@ from .core import (
     watch,
 )
 
-CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")  # stored (in, out)
-SHAKESPEARE = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"  # 25 tokens
+# stored (in, out) in GPT-2's checkpoint, nn.Linear's (out, in) transposed
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+# a text of 25 tokens
+SHAKESPEARE = (
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"
+)
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # helpers
 
 
 def gpt2_parameters(n_layer, n_embd, vocab_size, block_size, tied):
-    """GPT-2's parameter count, counted from its shapes: embeddings, per block two LayerNorms, attention (c_attn,
-    c_proj) and the MLP (c_fc, c_proj) with their biases, the final LayerNorm, and lm_head unless it is tied."""
+    """GPT-2's parameter count, counted from its shapes: embeddings, per block two LayerNorms,
+    attention (c_attn, c_proj) and the MLP (c_fc, c_proj) with their biases, the final LayerNorm,
+    and lm_head unless it is tied."""
     C = n_embd
     block = 2 * 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * 4 * C + 4 * C) + (4 * C * C + C)
     embeddings = vocab_size * C + block_size * C
@@ -43,9 +49,10 @@ def gpt2_parameters(n_layer, n_embd, vocab_size, block_size, tied):
 
 
 def varied_gpt2(tree):
-    """The `tiny_gpt2()` checkpoint with every tensor redrawn wider (matrices and embeddings std 0.2, biases std 0.1,
-    LayerNorm gains 1 ± 0.2), saved by transformers: a checkpoint where every tensor and every detail of the forward
-    pass shows in the logits. Returns the folder and transformers' model loaded from it (eval mode)."""
+    """The `tiny_gpt2()` checkpoint with every tensor redrawn wider (matrices and embeddings std
+    0.2, biases std 0.1, LayerNorm gains 1 ± 0.2), saved by transformers: a checkpoint where every
+    tensor and every detail of the forward pass shows in the logits. Returns the folder and
+    transformers' model loaded from it (eval mode)."""
     import torch
     from transformers import GPT2LMHeadModel
     from transformers.utils import logging
@@ -69,11 +76,16 @@ def varied_gpt2(tree):
 
 
 def only_checkpoint_names(model, theirs):
-    """Fail unless the model's state_dict holds no name the checkpoint lacks: a buffer such as the causal mask is no
-    weight, so it stays out (persistent=False), and a state_dict loads key for key."""
+    """Fail unless the model's state_dict holds no name the checkpoint lacks: a buffer such as
+    the causal mask is no weight, so it stays out (persistent=False), and a state_dict loads
+    key for key."""
     extra = [key for key in model.state_dict() if key not in theirs]
     buffers = {name for name, _ in model.named_buffers()}
-    hint = " (a buffer: persistent=False keeps it out, it is not a weight)" if extra and extra[0] in buffers else ""
+    hint = (
+        " (a buffer: persistent=False keeps it out, it is not a weight)"
+        if extra and extra[0] in buffers
+        else ""
+    )
     blocks = TINY["n_layer"]
     expect(
         not extra,
@@ -84,7 +96,8 @@ def only_checkpoint_names(model, theirs):
 
 
 def has_forward(GPT):
-    """Fail unless GPT defines its own forward (nn.Module's placeholder raises an unreadable error)."""
+    """Fail unless GPT defines its own forward (nn.Module's placeholder raises
+    an unreadable error)."""
     import torch
 
     forward = getattr(GPT, "forward", None)
@@ -97,14 +110,15 @@ def has_forward(GPT):
 
 
 def logits_of(model, idx):
-    """The logits of model(idx), whether forward returns them alone (step 2) or as (logits, loss) (from step 5)."""
+    """The logits of model(idx), whether forward returns them alone (step 2) or as (logits, loss)
+    (from step 5)."""
     out = model(idx)
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
 def among_top(model, out, start, k, block_size, call):
-    """Every token of `out` from position `start` on is one of the k most likely after the block_size tokens
-    before it."""
+    """Every token of `out` from position `start` on is one of the k most likely after the
+    block_size tokens before it."""
     import torch
 
     with torch.no_grad():
@@ -122,15 +136,19 @@ def among_top(model, out, start, k, block_size, call):
 
 
 def loader_file(folder, name, tokens_mod):
-    """A text of common words with a literal '<|endoftext|>' inside, grown until its token count N satisfies
-    N % 16 == tokens_mod; returns its path and its tokens (as plain text)."""
+    """A text of common words with a literal '<|endoftext|>' inside, grown until its token count N
+    satisfies N % 16 == tokens_mod; returns its path and its tokens (as plain text)."""
     import random
 
     import tiktoken
 
     enc = tiktoken.get_encoding("gpt2")
     pick = random.Random(name).choice
-    text = " ".join(pick(WORDS) for _ in range(60)) + " <|endoftext|>" + "".join(" " + pick(WORDS) for _ in range(60))
+    text = (
+        " ".join(pick(WORDS) for _ in range(60))
+        + " <|endoftext|>"
+        + "".join(" " + pick(WORDS) for _ in range(60))
+    )
     while len(enc.encode_ordinary(text)) % 16 != tokens_mod:
         text += " " + pick(WORDS)
     path = folder / name
@@ -139,7 +157,8 @@ def loader_file(folder, name, tokens_mod):
 
 
 def flag_default(tree, flag, probe=7):
-    """parse_args([])'s value for `flag` (say -B), whatever the attribute is called: the one `flag probe` changes."""
+    """parse_args([])'s value for `flag` (say -B), whatever the attribute is called: the one
+    `flag probe` changes."""
     base, probed = vars(tree.parse_args([])), vars(tree.parse_args([flag, str(probe)]))
     changed = [name for name, value in probed.items() if value != base.get(name)]
     return base[changed[0]] if changed else None
@@ -152,7 +171,8 @@ def window(tokens, found):
 
 
 def read_epoch(tree, DataLoaderLite, path, tokens, B, T):
-    """One epoch of `DataLoaderLite(path, B, T)` and the first batch of the next, checked batch by batch."""
+    """One epoch of `DataLoaderLite(path, B, T)` and the first batch of the next, checked
+    batch by batch."""
     import torch
 
     # tiktoken's encode refuses the text '<|endoftext|>' (a special token) unless told otherwise
@@ -164,11 +184,18 @@ def read_epoch(tree, DataLoaderLite, path, tokens, B, T):
     for k in range(batches + 1):
         what = f"DataLoaderLite({path.name} of {N} tokens, B={B}, T={T}): batch {k + 1}"
         start = 0 if k == batches else k * BT
-        when = "the first batch again (a new epoch)" if k == batches else f"tokens {start}..{start + BT - 1}"
+        when = (
+            "the first batch again (a new epoch)"
+            if k == batches
+            else f"tokens {start}..{start + BT - 1}"
+        )
         with tree.expecting(what, when):  # e.g. a last batch one target short
             x, y = loader.next_batch()
         expect(
-            tuple(x.shape) == (B, T) and tuple(y.shape) == (B, T), f"{what}'s x and y shapes", (B, T), tuple(x.shape)
+            tuple(x.shape) == (B, T) and tuple(y.shape) == (B, T),
+            f"{what}'s x and y shapes",
+            (B, T),
+            tuple(x.shape),
         )
         expect(x.dtype == torch.long, f"{what}'s x dtype", torch.long, x.dtype)
         fx, fy = x.reshape(-1).tolist(), y.reshape(-1).tolist()
@@ -179,21 +206,35 @@ def read_epoch(tree, DataLoaderLite, path, tokens, B, T):
             f"{BT} consecutive tokens of the file (the rows one after another)",
             "other tokens",
         )
-        shifted = {sx - 1: "the token before it (shifted the wrong way)", sx: "y equal to x"}.get(sy, "other tokens")
-        expect(sy == sx + 1, what, "y to be x shifted by one (each target the token after its input)", shifted)
+        shifted = {sx - 1: "the token before it (shifted the wrong way)", sx: "y equal to x"}.get(
+            sy, "other tokens"
+        )
+        expect(
+            sy == sx + 1,
+            what,
+            "y to be x shifted by one (each target the token after its input)",
+            shifted,
+        )
         expect(sx == start, f"{what}'s x", when, f"tokens {sx}..{sx + BT - 1}")
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # step 1 to 9
 
 
-@check("skeleton", "train_gpt2.GPTConfig", "train_gpt2.GPT", "GPT.from_pretrained(folder)", "GPT.state_dict")
+@check(
+    "skeleton",
+    "train_gpt2.GPTConfig",
+    "train_gpt2.GPT",
+    "GPT.from_pretrained(folder)",
+    "GPT.state_dict",
+)
 def skeleton(tree):
-    """`GPTConfig()` holds GPT-2 124M's sizes (163,037,184 parameters, lm_head untied), and `GPT.from_pretrained`
-    loads a GPT-2 checkpoint saved by transformers into our `GPT`: the same names as OpenAI's tensors and no others
-    (12 per block and 5 more), every tensor copied, the four Conv1D matrices transposed into nn.Linear's (out, in)
-    layout, and the model's sizes taken from the checkpoint."""
+    """`GPTConfig()` holds GPT-2 124M's sizes (163,037,184 parameters, lm_head untied), and
+    `GPT.from_pretrained` loads a GPT-2 checkpoint saved by transformers into our `GPT`: the same
+    names as OpenAI's tensors and no others (12 per block and 5 more), every tensor copied, the
+    four Conv1D matrices transposed into nn.Linear's (out, in) layout, and the model's sizes taken
+    from the checkpoint."""
     import torch
 
     GPTConfig = tree.name("train_gpt2", "GPTConfig")
@@ -214,31 +255,42 @@ def skeleton(tree):
         not missing,
         "GPT's state_dict",
         "every name of GPT-2's checkpoint",
-        f"no {', '.join(missing[:2])}{', ...' if len(missing) > 2 else ''} ({len(missing)} missing)",
+        f"no {', '.join(missing[:2])}{', ...' if len(missing) > 2 else ''} "
+        f"({len(missing)} missing)",
     )
     only_checkpoint_names(model, theirs)
     for key, value in theirs.items():
         if key.endswith(CONV1D):
-            value = value.t()  # transformers keeps OpenAI's (in, out) layout; nn.Linear holds (out, in)
+            # transformers keeps OpenAI's (in, out) layout; nn.Linear holds (out, in)
+            value = value.t()
         mine = ours[key]
-        expect(tuple(mine.shape) == tuple(value.shape), f"{key}'s shape", tuple(value.shape), tuple(mine.shape))
+        expect(
+            tuple(mine.shape) == tuple(value.shape),
+            f"{key}'s shape",
+            tuple(value.shape),
+            tuple(mine.shape),
+        )
         hint = " (copied without the transpose?)" if key.endswith(CONV1D) else ""
         same = torch.equal(mine.detach().cpu().float(), value.float())
         expect(same, f"GPT.from_pretrained: {key}", "the checkpoint's values", f"others{hint}")
 
-    with torch.device("meta"), tree.expecting("GPT(GPTConfig()) on the meta device", "a model"):  # shapes, no memory
+    # on the meta device: shapes, no memory
+    with torch.device("meta"), tree.expecting("GPT(GPTConfig()) on the meta device", "a model"):
         full = GPT(default)
     count = sum(p.numel() for p in full.parameters())
     expected = gpt2_parameters(12, 768, VOCAB, 1024, tied=False)
-    said = f"{expected:,} (163.04M: 124M, and lm_head's own copy of the token embedding until step 12)"
+    said = (
+        f"{expected:,} (163.04M: 124M, and lm_head's own copy of the token embedding until step 12)"
+    )
     expect(count == expected, "GPT(GPTConfig())'s parameters", said, f"{count:,}")
 
 
 @check("forward", "GPT.from_pretrained(folder)", "GPT.forward(idx)")
 def forward(tree):
-    """`GPT.forward(idx)` computes GPT-2's function: on the same checkpoint, its logits for random tokens equal
-    transformers' GPT2LMHeadModel's to float32 rounding, and it is causal, so changing a token never changes the
-    logits at the positions before it; the causal mask, no weight, stays out of the state_dict."""
+    """`GPT.forward(idx)` computes GPT-2's function: on the same checkpoint, its logits for random
+    tokens equal transformers' GPT2LMHeadModel's to float32 rounding, and it is causal, so changing
+    a token never changes the logits at the positions before it; the causal mask, no weight, stays
+    out of the state_dict."""
     import torch
 
     GPT = tree.name("train_gpt2", "GPT")
@@ -246,7 +298,8 @@ def forward(tree):
     folder, reference = varied_gpt2(tree)
     model = GPT.from_pretrained(str(folder)).eval()
     only_checkpoint_names(model, reference.state_dict())
-    for B, T in ((2, 48), (1, 64)):  # fewer tokens than the checkpoint's 64 positions, and all of them
+    # fewer tokens than the checkpoint's 64 positions, and all of them
+    for B, T in ((2, 48), (1, 64)):
         idx = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(T))
         what = f"GPT.forward(idx)'s logits for ({B}, {T}) tokens"
         with torch.no_grad():
@@ -268,9 +321,10 @@ def forward(tree):
 
 @check("sampling", "GPT.generate(idx, max_new_tokens, top_k=50, generator=None)")
 def sampling(tree):
-    """`GPT.generate(idx, max_new_tokens, top_k, generator)` keeps the prompts and appends max_new_tokens tokens, each
-    drawn at random among the top_k most likely next tokens, reading at most block_size tokens back; a seeded
-    `torch.Generator` makes the samples repeatable without touching torch's global random state."""
+    """`GPT.generate(idx, max_new_tokens, top_k, generator)` keeps the prompts and appends
+    max_new_tokens tokens, each drawn at random among the top_k most likely next tokens, reading at
+    most block_size tokens back; a seeded `torch.Generator` makes the samples repeatable without
+    touching torch's global random state."""
     import torch
 
     tree.name("train_gpt2", "GPT.generate")
@@ -280,18 +334,41 @@ def sampling(tree):
     state = torch.get_rng_state()
     out = model.generate(prompt, 8, top_k=5, generator=torch.Generator().manual_seed(42))
     expect(tuple(out.shape) == (3, 12), f"{call}'s shape", (3, 12), tuple(out.shape))
-    expect(torch.equal(out[:, :4], prompt), f"{call}'s first 4 tokens", "the prompt, unchanged", "other tokens")
-    expect(torch.equal(torch.get_rng_state(), state), f"torch's global random state after {call}", "untouched", "used")
+    expect(
+        torch.equal(out[:, :4], prompt),
+        f"{call}'s first 4 tokens",
+        "the prompt, unchanged",
+        "other tokens",
+    )
+    expect(
+        torch.equal(torch.get_rng_state(), state),
+        f"torch's global random state after {call}",
+        "untouched",
+        "used",
+    )
     among_top(model, out, 4, 5, 16, call)
     again = model.generate(prompt, 8, top_k=5, generator=torch.Generator().manual_seed(42))
-    expect(torch.equal(again, out), f"{call} twice with g seeded alike", "the same samples", "different ones")
-    rows = model.generate(prompt[:1].repeat(5, 1), 6, top_k=50, generator=torch.Generator().manual_seed(0))
+    expect(
+        torch.equal(again, out),
+        f"{call} twice with g seeded alike",
+        "the same samples",
+        "different ones",
+    )
+    rows = model.generate(
+        prompt[:1].repeat(5, 1), 6, top_k=50, generator=torch.Generator().manual_seed(0)
+    )
     distinct = len({tuple(row.tolist()) for row in rows})
-    expect(distinct > 1, "5 continuations of one prompt with top_k=50", "different samples", "5 identical rows")
+    expect(
+        distinct > 1,
+        "5 continuations of one prompt with top_k=50",
+        "different samples",
+        "5 identical rows",
+    )
 
     prompt = torch.randint(0, VOCAB, (2, 14), generator=torch.Generator().manual_seed(1))
     call = "GPT.generate(prompt of (2, 14), 6, top_k=5, generator=g) with block_size 16"
-    with tree.expecting(call, "it to read the last 16 tokens"):  # fed more, a model fails in its own way: say why
+    # fed more, a model fails in its own way: say why
+    with tree.expecting(call, "it to read the last 16 tokens"):
         out = model.generate(prompt, 6, top_k=5, generator=torch.Generator().manual_seed(42))
     expect(tuple(out.shape) == (2, 20), f"{call}'s shape", (2, 20), tuple(out.shape))
     among_top(model, out, 14, 5, 16, call)
@@ -299,16 +376,18 @@ def sampling(tree):
 
 @check("device", "python train_gpt2.py --device cpu --num-samples N --max-length L")
 def device(tree):
-    """`python train_gpt2.py --device cpu` puts the model on the CPU and, without `--pretrained`, samples from a
-    randomly initialised GPT-2 124M (`GPTConfig()`'s sizes: 163,037,184 parameters, lm_head untied), offline:
-    `--num-samples 2 --max-length 10` prints two continuations of "Hello, I'm a language model,", each 10 tokens
-    long with the 8-token prompt (2 new tokens)."""
+    """`python train_gpt2.py --device cpu` puts the model on the CPU and, without `--pretrained`,
+    samples from a randomly initialised GPT-2 124M (`GPTConfig()`'s sizes: 163,037,184 parameters,
+    lm_head untied), offline: `--num-samples 2 --max-length 10` prints two continuations of "Hello,
+    I'm a language model,", each 10 tokens long with the 8-token prompt (2 new tokens)."""
     argv = ["--device", "cpu", "--num-samples", "2", "--max-length", "10"]
     shown = f"`{tree.command(argv)}`"
     with watch("GPT") as forwards:  # the script's own GPT class: it runs as __main__
         out = tree.script(argv).stdout
     samples = [line for line in out.splitlines() if PROMPT in line]
-    expect(len(samples) == 2, f"{shown}'s output", f"2 lines continuing {PROMPT!r}", f"{len(samples)}")
+    expect(
+        len(samples) == 2, f"{shown}'s output", f"2 lines continuing {PROMPT!r}", f"{len(samples)}"
+    )
     expect(bool(forwards), shown, "a GPT's forward to run", "no call of a GPT's forward")
     found = sum(p.numel() for p in forwards[0].model.parameters())
     expected = gpt2_parameters(12, 768, VOCAB, 1024, tied=False)
@@ -326,9 +405,10 @@ def device(tree):
 
 @check("first-loss", "input.txt", "GPT.forward(idx, targets) -> (logits, loss)")
 def first_loss(tree):
-    """`input.txt` holds tiny shakespeare, and `GPT.forward(idx, targets)` returns (logits, loss): the mean
-    cross-entropy of the targets, equal to torch's own on the flattened logits. On the text's first batch (inputs,
-    and targets shifted by one) a new model's loss is near ln(50257) ≈ 10.82: it guesses roughly uniformly."""
+    """`input.txt` holds tiny shakespeare, and `GPT.forward(idx, targets)` returns (logits, loss):
+    the mean cross-entropy of the targets, equal to torch's own on the flattened logits. On the
+    text's first batch (inputs, and targets shifted by one) a new model's loss is near ln(50257) ≈
+    10.82: it guesses roughly uniformly."""
     import tiktoken
     import torch
     import torch.nn.functional as F
@@ -336,7 +416,12 @@ def first_loss(tree):
     path = tree.path / "input.txt"
     expect(path.is_file(), "input.txt", "tiny shakespeare", "no file")
     text = path.read_text(encoding="utf-8")
-    expect(len(text) == 1_115_394, "input.txt", "tiny shakespeare's 1,115,394 characters", f"{len(text):,}")
+    expect(
+        len(text) == 1_115_394,
+        "input.txt",
+        "tiny shakespeare's 1,115,394 characters",
+        f"{len(text):,}",
+    )
     has_forward(tree.name("train_gpt2", "GPT"))
     B, T = 4, 32
     buf = torch.tensor(tiktoken.get_encoding("gpt2").encode(text[:1000])[: B * T + 1])
@@ -348,13 +433,23 @@ def first_loss(tree):
     expect(pair, "GPT.forward(idx, targets)", "(logits, loss)", type(out).__name__)
     logits, loss = out
     expect(
-        tuple(logits.shape) == (B, T, VOCAB), "GPT.forward(idx, targets)'s logits", (B, T, VOCAB), tuple(logits.shape)
+        tuple(logits.shape) == (B, T, VOCAB),
+        "GPT.forward(idx, targets)'s logits",
+        (B, T, VOCAB),
+        tuple(logits.shape),
     )
     expect(
-        torch.is_tensor(loss) and loss.dim() == 0, "GPT.forward(idx, targets)'s loss", "a 0-d tensor", repr(loss)[:60]
+        torch.is_tensor(loss) and loss.dim() == 0,
+        "GPT.forward(idx, targets)'s loss",
+        "a 0-d tensor",
+        repr(loss)[:60],
     )
     expected = F.cross_entropy(logits.detach().reshape(-1, VOCAB), y.reshape(-1))
-    expect_close("GPT.forward(idx, targets)'s loss, against F.cross_entropy of its logits", expected, loss.detach())
+    expect_close(
+        "GPT.forward(idx, targets)'s loss, against F.cross_entropy of its logits",
+        expected,
+        loss.detach(),
+    )
     expect(
         abs(loss.item() - math.log(VOCAB)) < 0.5,
         "the loss at init on the first batch",
@@ -363,22 +458,36 @@ def first_loss(tree):
     )
     loss.backward()
     frozen = [name for name, p in model.named_parameters() if p.grad is None]
-    expect(not frozen, "loss.backward()", "a gradient for every parameter", f"none for {frozen[:2]}")
+    expect(
+        not frozen, "loss.backward()", "a gradient for every parameter", f"none for {frozen[:2]}"
+    )
 
 
-@check("overfit", "train_gpt2.main(argv)", "--n-layer", "--n-head", "--n-embd", "--lr", "--max-steps", "-B", "-T")
+@check(
+    "overfit",
+    "train_gpt2.main(argv)",
+    "--n-layer",
+    "--n-head",
+    "--n-embd",
+    "--lr",
+    "--max-steps",
+    "-B",
+    "-T",
+)
 def overfit(tree):
-    """`train_gpt2.main([flags])` trains a model of the size the flags ask for (its parameters counted from GPT-2's
-    shapes, lm_head untied) with AdamW at `--lr`, printing the loss at every step; without flags, `parse_args` gives
-    the 124M model, batches of 4 × 32 tokens and a learning rate of 3e-4. On one small batch of tiny shakespeare,
-    repeated, the loss starts near ln(50257) and falls close to zero: the model learns the batch by heart, so the
-    forward pass, the backward pass and the optimizer step all work."""
+    """`train_gpt2.main([flags])` trains a model of the size the flags ask for (its parameters
+    counted from GPT-2's shapes, lm_head untied) with AdamW at `--lr`, printing the loss at every
+    step; without flags, `parse_args` gives the 124M model, batches of 4 × 32 tokens and a learning
+    rate of 3e-4. On one small batch of tiny shakespeare, repeated, the loss starts near ln(50257)
+    and falls close to zero: the model learns the batch by heart, so the forward pass, the backward
+    pass and the optimizer step all work."""
     import torch
 
     GPT = tree.name("train_gpt2", "GPT")
     folder = tree.scratch() / "overfit"
     folder.mkdir(exist_ok=True)
-    (folder / "input.txt").write_text(SHAKESPEARE, encoding="utf-8")  # one batch of 1 × 16 (+1) fits, not two
+    # one batch of 1 × 16 (+1) fits, not two
+    (folder / "input.txt").write_text(SHAKESPEARE, encoding="utf-8")
     argv = tree.quick(["-B", "1", "-T", "16", "--lr", "2e-2", "--max-steps", "20"])
     shown = f"`{tree.command(argv, folder=folder)}`"
     optimizers = []
@@ -392,7 +501,9 @@ def overfit(tree):
     expect(found == expected, f"{shown}: the model's parameters", said, f"{found:,}")
     optimizer = optimizers[0]
     kind = type(optimizer).__name__
-    expect(isinstance(optimizer, torch.optim.AdamW), f"{shown}'s optimizer", "torch.optim.AdamW", kind)
+    expect(
+        isinstance(optimizer, torch.optim.AdamW), f"{shown}'s optimizer", "torch.optim.AdamW", kind
+    )
     for group in optimizer.param_groups:
         expect_close(f"{shown}: AdamW's learning rate", 2e-2, float(group["lr"]))
     losses = [printed(lines[0], "loss") for _, lines in sorted(step_lines(out).items())]
@@ -404,30 +515,45 @@ def overfit(tree):
         "near ln(50257) = 10.82",
         f"{losses[0]:.4f}",
     )
-    expect(losses[19] < 0.5, f"{shown}: the loss at step 19 on the one batch", "below 0.5", f"{losses[19]:.4f}")
+    expect(
+        losses[19] < 0.5,
+        f"{shown}: the loss at step 19 on the one batch",
+        "below 0.5",
+        f"{losses[19]:.4f}",
+    )
 
     tree.parse_args([], n_layer=12, n_head=12, n_embd=768)  # the 124M model
     for flag, default in (("-B", 4), ("-T", 32)):  # the narration's 128 tokens of the batch
         found = flag_default(tree, flag)
         expect(found == default, f"parse_args([])'s {flag}", default, found)
     expect_close(
-        "parse_args([]).lr (AdamW's default learning rate)", 3e-4, getattr(tree.parse_args([]), "lr", math.nan)
+        "parse_args([]).lr (AdamW's default learning rate)",
+        3e-4,
+        getattr(tree.parse_args([]), "lr", math.nan),
     )
 
 
-@check("loader", "train_gpt2.DataLoaderLite(path, B, T)", "DataLoaderLite.next_batch() -> (x, y)", "--data FILE")
+@check(
+    "loader",
+    "train_gpt2.DataLoaderLite(path, B, T)",
+    "DataLoaderLite.next_batch() -> (x, y)",
+    "--data FILE",
+)
 def loader(tree):
-    """`DataLoaderLite(path, B, T).next_batch()` returns (x, y): B rows of T consecutive tokens of the file, and the
-    same tokens shifted by one, so each target is the token after its input. Batch after batch it reads every token
-    once and in order, then starts over; the file is plain text. `--data FILE` trains on FILE, a fresh batch every
-    step, and the run first prints FILE's number of tokens and of batches per epoch."""
+    """`DataLoaderLite(path, B, T).next_batch()` returns (x, y): B rows of T consecutive tokens of
+    the file, and the same tokens shifted by one, so each target is the token after its input. Batch
+    after batch it reads every token once and in order, then starts over; the file is plain text.
+    `--data FILE` trains on FILE, a fresh batch every step, and the run first prints FILE's number
+    of tokens and of batches per epoch."""
     DataLoaderLite = tree.name("train_gpt2", "DataLoaderLite")
     GPT = tree.name("train_gpt2", "GPT")
     folder = tree.scratch() / "loader"
     folder.mkdir(exist_ok=True)
-    path, tokens = loader_file(folder, "short.txt", 0)  # the last B*T tokens lack one target: no batch there
+    # the last B*T tokens lack one target: no batch there
+    path, tokens = loader_file(folder, "short.txt", 0)
     read_epoch(tree, DataLoaderLite, path, tokens, 2, 8)
-    path, tokens = loader_file(folder, "exact.txt", 1)  # the last batch's last target is the file's last token
+    # the last batch's last target is the file's last token
+    path, tokens = loader_file(folder, "exact.txt", 1)
     read_epoch(tree, DataLoaderLite, path, tokens, 2, 8)
 
     empty = folder / "run"  # no input.txt here: the run must read the file --data names
@@ -444,7 +570,8 @@ def loader(tree):
         said = "other tokens" if at is None else f"tokens {at}..{at + BT - 1}"
         expected = f"{path.name}'s tokens {start}..{start + BT - 1} (a fresh batch every step)"
         expect(at == start, f"{shown}: step {step}'s inputs", expected, said)
-    # an epoch is (N - 1) // (B*T) batches (each reads B*T + 1 tokens); on this file, N % (B*T) == 1, also N // (B*T)
+    # an epoch is (N - 1) // (B*T) batches (each reads B*T + 1 tokens); on this file,
+    # N % (B*T) == 1, also N // (B*T)
     counts = re.search(r"(\d[\d,]*)\s+tokens\b.*?(\d[\d,]*)\s+batches", out)
     found = tuple(int(number.replace(",", "")) for number in counts.groups()) if counts else None
     N = len(tokens)
@@ -453,41 +580,60 @@ def loader(tree):
         found == (N, N // BT),
         f"{shown}'s line 'N tokens, M batches per epoch'",
         f"{N:,} tokens, {N // BT} batches",
-        f"{found[0]:,} tokens, {found[1]} batches" if found else f"no such line (the output begins {first!r})",
+        f"{found[0]:,} tokens, {found[1]} batches"
+        if found
+        else f"no such line (the output begins {first!r})",
     )
 
 
 @check("tying", "train_gpt2.GPTConfig", "train_gpt2.GPT", "GPT.transformer.wte", "GPT.lm_head")
 def tying(tree):
-    """The token embedding `wte` and the output layer `lm_head` are one tensor, so the model has exactly
-    vocab_size × n_embd fewer parameters than the untied GPT-2: one matrix both reads and writes tokens. The tensor
-    kept is lm_head's, with nn.Linear's small initial weights, so a new model's loss is still near ln(50257); tied the
-    other way round, it keeps nn.Embedding's N(0, 1) weights, and the first loss is several times higher."""
+    """The token embedding `wte` and the output layer `lm_head` are one tensor, so the model has
+    exactly vocab_size × n_embd fewer parameters than the untied GPT-2: one matrix both reads and
+    writes tokens. The tensor kept is lm_head's, with nn.Linear's small initial weights, so a new
+    model's loss is still near ln(50257); tied the other way round, it keeps nn.Embedding's N(0, 1)
+    weights, and the first loss is several times higher."""
     import torch
     import torch.nn.functional as F
 
     model = tree.gpt()  # 2 layers, 32 channels, 64 positions, GPT-2's vocabulary
     wte, lm_head = model.transformer.wte.weight, model.lm_head.weight
-    expect(wte is lm_head, "GPT.transformer.wte.weight and GPT.lm_head.weight", "the same tensor", "two tensors")
+    expect(
+        wte is lm_head,
+        "GPT.transformer.wte.weight and GPT.lm_head.weight",
+        "the same tensor",
+        "two tensors",
+    )
     found = sum(p.numel() for p in model.parameters())
     expected = gpt2_parameters(TINY["n_layer"], TINY["n_embd"], VOCAB, block_size=64, tied=True)
-    expect(found == expected, "parameters of a 2-layer, 32-channel GPT", f"{expected:,}", f"{found:,}")
+    expect(
+        found == expected, "parameters of a 2-layer, 32-channel GPT", f"{expected:,}", f"{found:,}"
+    )
     idx = torch.randint(0, VOCAB, (2, 32), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        loss = F.cross_entropy(logits_of(model, idx).reshape(-1, VOCAB), idx.roll(-1, 1).reshape(-1)).item()
+        loss = F.cross_entropy(
+            logits_of(model, idx).reshape(-1, VOCAB), idx.roll(-1, 1).reshape(-1)
+        ).item()
     expect(
         abs(loss - math.log(VOCAB)) < 1,
-        "a new tied model's loss (is the tensor kept lm_head's, nn.Linear's small init, or wte's N(0, 1)?)",
+        "a new tied model's loss "
+        "(is the tensor kept lm_head's, nn.Linear's small init, or wte's N(0, 1)?)",
         f"near ln(50257) = {math.log(VOCAB):.2f}",
         f"{loss:.2f}",
     )
 
 
-@check("init", "train_gpt2.GPT(GPTConfig(...))", "GPT.transformer.h[i].attn.c_proj", "GPT.transformer.h[i].mlp.c_proj")
+@check(
+    "init",
+    "train_gpt2.GPT(GPTConfig(...))",
+    "GPT.transformer.h[i].attn.c_proj",
+    "GPT.transformer.h[i].mlp.c_proj",
+)
 def init(tree):
-    """A new `GPT` starts from GPT-2's initialisation: weights and embeddings drawn from a normal of std 0.02, except
-    the two layers of each block that add into the residual stream (`attn.c_proj`, `mlp.c_proj`), scaled by
-    1/sqrt(2·n_layer); biases zero, LayerNorms at 1 and 0; so the loss at init is within 0.05 of ln(50257)."""
+    """A new `GPT` starts from GPT-2's initialisation: weights and embeddings drawn from a normal of
+    std 0.02, except the two layers of each block that add into the residual stream (`attn.c_proj`,
+    `mlp.c_proj`), scaled by 1/sqrt(2·n_layer); biases zero, LayerNorms at 1 and 0; so the loss at
+    init is within 0.05 of ln(50257)."""
     import torch
     import torch.nn.functional as F
 
@@ -510,19 +656,42 @@ def init(tree):
         normal(where + "attn.c_proj.weight", block.attn.c_proj.weight, residual, said)
         normal(where + "mlp.c_proj.weight", block.mlp.c_proj.weight, residual, said)
     normal("transformer.wte.weight (lm_head's too)", model.lm_head.weight, 0.02, "0.02")
-    normal("transformer.wpe.weight", model.transformer.wpe.weight, 0.02, "0.02 (or GPT-2's own 0.01)", also=0.01)
+    normal(
+        "transformer.wpe.weight",
+        model.transformer.wpe.weight,
+        0.02,
+        "0.02 (or GPT-2's own 0.01)",
+        also=0.01,
+    )
     wte = model.transformer.wte.weight.detach().float()
     tails = (wte.abs() > 2 * wte.std()).float().mean().item()
-    expect(0.035 < tails < 0.056, "transformer.wte.weight beyond 2 std", "4.6% (a normal distribution)", f"{tails:.1%}")
+    expect(
+        0.035 < tails < 0.056,
+        "transformer.wte.weight beyond 2 std",
+        "4.6% (a normal distribution)",
+        f"{tails:.1%}",
+    )
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and module.bias is not None:
             expect(not module.bias.detach().any(), f"{name}.bias", "zeros", "other values")
         if isinstance(module, torch.nn.LayerNorm):
             ones = torch.equal(module.weight.detach(), torch.ones_like(module.weight))
             zeros = module.bias is None or not module.bias.detach().any()
-            expect(ones and zeros, f"{name} (a LayerNorm)", "weight 1 and bias 0 (PyTorch's own)", "other values")
+            expect(
+                ones and zeros,
+                f"{name} (a LayerNorm)",
+                "weight 1 and bias 0 (PyTorch's own)",
+                "other values",
+            )
 
     idx = torch.randint(0, VOCAB, (2, 32), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        loss = F.cross_entropy(logits_of(model, idx).reshape(-1, VOCAB), idx.roll(-1, 1).reshape(-1)).item()
-    expect(abs(loss - math.log(VOCAB)) < 0.05, "the loss at init", "within 0.05 of ln(50257) = 10.8249", f"{loss:.4f}")
+        loss = F.cross_entropy(
+            logits_of(model, idx).reshape(-1, VOCAB), idx.roll(-1, 1).reshape(-1)
+        ).item()
+    expect(
+        abs(loss - math.log(VOCAB)) < 0.05,
+        "the loss at init",
+        "within 0.05 of ln(50257) = 10.8249",
+        f"{loss:.4f}",
+    )
