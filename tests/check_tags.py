@@ -1,6 +1,6 @@
-"""Run exercise checks against checkouts of history/: each check at its own tag (must pass) and at the tag before
-(must fail). `python tests/check_tags.py [SLUG ...]` (all Part I checks by default) prints one line per run.
-The test suite's test_exercises.py calls `verify` for every check."""
+"""Run exercise checks against checkouts of history/: each check at its own tag (must pass) and at
+the tag before (must fail). `python tests/check_tags.py [SLUG ...]` (all Part I checks by default)
+prints one line per run. The test suite's test_exercises.py calls `verify` for every check."""
 
 import io
 import subprocess
@@ -21,16 +21,22 @@ from walkthrough.patches import HISTORY_RANGE  # noqa: E402
 
 def checkout(history: Path, tag: str, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    if not subprocess.run(["git", "ls-tree", tag], cwd=history, capture_output=True, check=True).stdout:
+    if not subprocess.run(
+        ["git", "ls-tree", tag], cwd=history, capture_output=True, check=True
+    ).stdout:
         return folder  # step-00 is an empty tree, and tarfile refuses git's archive of one
-    tar = subprocess.run(["git", "archive", tag], cwd=history, capture_output=True, check=True).stdout
+    tar = subprocess.run(
+        ["git", "archive", tag], cwd=history, capture_output=True, check=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
         archive.extractall(folder, filter="data")
     return folder
 
 
 def tags_by_slug(history: Path) -> dict[str, int]:
-    return {step.slug: step.number for step in load_series(history, HISTORY_RANGE).steps if step.slug}
+    return {
+        step.slug: step.number for step in load_series(history, HISTORY_RANGE).steps if step.slug
+    }
 
 
 def code(line: str) -> str:
@@ -47,10 +53,11 @@ def code(line: str) -> str:
 
 
 def edit(tree: Path, *edits: tuple[str, str], file: str = "train_gpt2.py") -> Path:
-    """A learner's change to `file` in `tree`: each (old, new) replaced, where `old`'s code stands there exactly once.
-    The match keys on code alone, so that a reworded comment never moves a test's edit: a piece of one line is
-    looked for outside comments; for several lines, comments, blank lines and indentation (in `old` or in the file)
-    are skipped, and the lines from the first matched to the last become `new`."""
+    """A learner's change to `file` in `tree`: each (old, new) replaced, where `old`'s code stands
+    there exactly once. The match keys on code alone, so that a reworded comment never moves a
+    test's edit: a piece of one line is looked for outside comments; for several lines, comments,
+    blank lines and indentation (in `old` or in the file) are skipped, and the lines from the first
+    matched to the last become `new`."""
     path = tree / file
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     for old, new in edits:
@@ -62,25 +69,42 @@ def edit(tree: Path, *edits: tuple[str, str], file: str = "train_gpt2.py") -> Pa
                 return [i for i, line in enumerate(lines) for _ in range(code(line).count(key))]
 
             # as it is, or (where it holds a comment) its code alone
-            key, replacement = (piece, new) if places(piece) else (code(piece).strip(), code(new).strip())
+            key, replacement = (
+                (piece, new) if places(piece) else (code(piece).strip(), code(new).strip())
+            )
             found = places(key)
             assert len(found) == 1, where
-            lines[found[0]] = new if old.endswith("\n") else lines[found[0]].replace(key, replacement, 1)
+            lines[found[0]] = (
+                new if old.endswith("\n") else lines[found[0]].replace(key, replacement, 1)
+            )
             continue
         wanted = [c.strip() for c in map(code, old.splitlines()) if c.strip()]
-        here = [(i, c.strip()) for i, c in enumerate(map(code, lines)) if c.strip()]  # the file's code, by line
-        starts = [k for k in range(len(here) - len(wanted) + 1) if [c for _, c in here[k : k + len(wanted)]] == wanted]
+        # the file's code, by line
+        here = [(i, c.strip()) for i, c in enumerate(map(code, lines)) if c.strip()]
+        starts = [
+            k
+            for k in range(len(here) - len(wanted) + 1)
+            if [c for _, c in here[k : k + len(wanted)]] == wanted
+        ]
         assert len(starts) == 1, where
         first, last = here[starts[0]][0], here[starts[0] + len(wanted) - 1][0]
-        indent = "" if old[0].isspace() else lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+        indent = (
+            ""
+            if old[0].isspace()
+            else lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+        )
         lines[first : last + 1] = [indent + new + ("" if new.endswith("\n") else "\n")]
     path.write_text("".join(lines), encoding="utf-8")
     return tree
 
 
-def edited(history: Path, slug: str, folder: Path, *edits: tuple[str, str], file: str = "train_gpt2.py") -> Path:
+def edited(
+    history: Path, slug: str, folder: Path, *edits: tuple[str, str], file: str = "train_gpt2.py"
+) -> Path:
     """The checkout of the step whose Step-Id is `slug`, with a learner's change (see edit)."""
-    return edit(checkout(history, f"step-{tags_by_slug(history)[slug]:02d}", folder), *edits, file=file)
+    return edit(
+        checkout(history, f"step-{tags_by_slug(history)[slug]:02d}", folder), *edits, file=file
+    )
 
 
 def verdict(tree: Path, slug: str) -> checks.Result:
@@ -118,6 +142,6 @@ if __name__ == "__main__":
         for slug, (at, before) in verify(ROOT / "history", wanted, Path(work)).items():
             verdict = "ok " if at.ok and not before.ok else "BAD"
             print(
-                f"{verdict} {slug}: at its tag {'pass' if at.ok else 'FAIL: ' + at.message} ({at.seconds}s); "
-                f"before: {'PASSES (vacuous)' if before.ok else before.message}"
+                f"{verdict} {slug}: at its tag {'pass' if at.ok else 'FAIL: ' + at.message} "
+                f"({at.seconds}s); before: {'PASSES (vacuous)' if before.ok else before.message}"
             )

@@ -6,7 +6,8 @@ from git import Git
 
 from walkthrough.gitcmd import ISOLATED, run_git
 
-# a fixed identity and date for the repositories the tests make, whatever the machine's git config says
+# a fixed identity and date for the repositories the tests make, whatever the machine's
+# git config says
 ENV = {
     **ISOLATED,
     **{f"GIT_{who}_NAME": "Test" for who in ("AUTHOR", "COMMITTER")},
@@ -34,11 +35,15 @@ def commit(path: Path, message: str, files: dict) -> None:
 
 
 def make_odd_repo(path: Path) -> Path:
-    """Seven first-parent steps: a root commit with a binary file, a rename, a deletion, non-UTF-8 text,
-    a change on main, a merge, and a 10,000-line file."""
+    """Seven first-parent steps: a root commit with a binary file, a rename, a deletion, non-UTF-8
+    text, a change on main, a merge, and a 10,000-line file."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
-    commit(path, "Add files\n\nA script and a logo.", {"a.py": "print('hi')\nx = 1\n", "logo.bin": bytes(range(256))})
+    commit(
+        path,
+        "Add files\n\nA script and a logo.",
+        {"a.py": "print('hi')\nx = 1\n", "logo.bin": bytes(range(256))},
+    )
     commit(path, "Rename the script", {"a.py": None, "b.py": "print('hi')\nx = 1\n"})
     commit(path, "Drop the logo", {"logo.bin": None})
     commit(path, "Latin-1 notes", {"notes.txt": b"caf\xe9 cr\xe8me\n"})

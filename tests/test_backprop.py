@@ -1,5 +1,6 @@
-"""part0/backprop.py (Part 0's final version) against torch.autograd: every hand-written gradient equals autograd's to
-float64 rounding, on the script's own inputs and on shapes of our own; the script's output is deterministic."""
+"""part0/backprop.py (Part 0's final version) against torch.autograd: every hand-written gradient
+equals autograd's to float64 rounding, on the script's own inputs and on shapes of our own; the
+script's output is deterministic."""
 
 import pytest
 import torch
@@ -17,7 +18,9 @@ def randn(*shape, seed=0):
 @pytest.mark.parametrize("piece", list(backprop.PIECES))
 def test_every_piece_against_autograd(piece, seed):
     gen = torch.Generator().manual_seed(seed)
-    rows = backprop.PIECES[piece](lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64), gen)
+    rows = backprop.PIECES[piece](
+        lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64), gen
+    )
     assert len(rows) >= 2
     for name, ours, theirs in rows:
         assert ours.shape == theirs.shape, name
@@ -73,22 +76,32 @@ def test_the_script_passes_and_repeats_itself():
     assert first.returncode == 0 and first.stdout == second.stdout
     lines = first.stdout.splitlines()
     assert len(lines) == 33 and lines[-1] == "31 of 31 within 1e-12"
-    assert all(line.endswith("  <1e-13") for line in lines[1:-1])  # rounding, shown as a bound on any machine
-    assert run("--dtype", "float32", "--only", "layernorm", "gelu").stdout.endswith("6 of 6 within 1e-05\n")
+    # rounding, shown as a bound on any machine
+    assert all(line.endswith("  <1e-13") for line in lines[1:-1])
+    assert run("--dtype", "float32", "--only", "layernorm", "gelu").stdout.endswith(
+        "6 of 6 within 1e-05\n"
+    )
 
 
-@pytest.mark.parametrize("flags", [["--dtype", "float16"], ["--only", "attention"], ["--only"], ["--seed", "x"]])
+@pytest.mark.parametrize(
+    "flags", [["--dtype", "float16"], ["--only", "attention"], ["--only"], ["--seed", "x"]]
+)
 def test_a_bad_flag_is_one_line(flags):
     done = run(*flags)
     assert done.returncode == 1 and done.stdout == ""
-    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("backprop.py: error:"), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("backprop.py: error:"), (
+        done.stderr
+    )
 
 
 def test_a_wrong_gradient_fails_the_run(monkeypatch, capsys):
     right = backprop.linear_backward
-    monkeypatch.setattr(backprop, "linear_backward", lambda dout, cache: [2 * g for g in right(dout, cache)])
+    monkeypatch.setattr(
+        backprop, "linear_backward", lambda dout, cache: [2 * g for g in right(dout, cache)]
+    )
     assert backprop.main(["--only", "linear"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "1 of 4 within 1e-12"
-    wrong = [line for line in out[1:-1] if not line.endswith("  <1e-13")]  # a mistake prints its size
+    # a mistake prints its size
+    wrong = [line for line in out[1:-1] if not line.endswith("  <1e-13")]
     assert len(wrong) == 3 and all(float(line.split()[-1]) > 1e-12 for line in wrong), out

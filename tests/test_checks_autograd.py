@@ -1,7 +1,8 @@
-"""Part 0's checks on a learner's tree: correct code written differently from ours passes, and plausible mistakes fail
-with one readable line that names the rule they break. Each scenario checks out a step of the built series, edits one
-file the way a learner might, and runs the check as `walkthrough exercise N --check` does (a process in the tree);
-test_exercises.py runs every check at its own step and the one before."""
+"""Part 0's checks on a learner's tree: correct code written differently from ours passes, and
+plausible mistakes fail with one readable line that names the rule they break. Each scenario checks
+out a step of the built series, edits one file the way a learner might, and runs the check as
+`walkthrough exercise N --check` does (a process in the tree); test_exercises.py runs every check at
+its own step and the one before."""
 
 import time
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 from check_tags import edited
 from walkthrough import checks
 
-SLUGS = ["autograd", "mlp-by-hand", "tensor-backprop", "layernorm-gelu"]  # steps 1 to 4, one check each
+# steps 1 to 4, one check each
+SLUGS = ["autograd", "mlp-by-hand", "tensor-backprop", "layernorm-gelu"]
 STEP_OF = dict(zip(["p1", "p2", "p3", "p4"], SLUGS))  # the scenarios' trees: Part 0's steps
 
 # ---- learners' changes: (file, old, new), `old` standing in the file exactly once
@@ -33,7 +35,11 @@ REFERENCE_BACKWARD = """        self.grad = 1.0  # d(self)/d(self)
 """
 OVERWRITE = ("part0/micrograd.py", "source.grad += local * v.grad", "source.grad = local * v.grad")
 TANH_1_MINUS_T = ("part0/micrograd.py", "((self, 1 - t**2),)", "((self, 1 - t),)")
-NOT_REVERSED = ("part0/micrograd.py", "in reversed(self.topological_order()):", "in self.topological_order():")
+NOT_REVERSED = (
+    "part0/micrograd.py",
+    "in reversed(self.topological_order()):",
+    "in self.topological_order():",
+)
 BREADTH_FIRST = (
     "part0/micrograd.py",
     REFERENCE_ORDER,
@@ -58,7 +64,9 @@ PUSH_RECURSIVELY = (  # no order at all: each Value passes its gradient on as so
             source._push()
 """,
 )
-KAHN = (  # correct, written differently: Kahn's algorithm, counting each Value's uses instead of a depth-first search
+# correct, written differently: Kahn's algorithm, counting each Value's uses instead of
+# a depth-first search
+KAHN = (
     "part0/micrograd.py",
     REFERENCE_BACKWARD,
     """        uses, stack, seen = {}, [self], {self}
@@ -94,20 +102,31 @@ CE_NOT_SHIFTED = (
 )
 CE_LOGSUMEXP = (  # correct, written differently
     "part0/backprop.py",
-    "    logprobs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()  # (N, V): log softmax\n",
+    "    logprobs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()"
+    "  # (N, V): log softmax\n",
     "    logprobs = logits - torch.logsumexp(logits, dim=1, keepdim=True)\n",
 )
 DWEIGHT_TRANSPOSED = ("part0/backprop.py", "dweight = dout2.T @ x2", "dweight = x2.T @ dout2")
-DBIAS_OVER_BATCH = ("part0/backprop.py", "dbias = dout2.sum(dim=0) if has_bias", "dbias = dout.sum(dim=0) if has_bias")
-DWEIGHT_EINSUM = ("part0/backprop.py", "dweight = dout2.T @ x2", 'dweight = torch.einsum("...o,...i->oi", dout, x)')
+DBIAS_OVER_BATCH = (
+    "part0/backprop.py",
+    "dbias = dout2.sum(dim=0) if has_bias",
+    "dbias = dout.sum(dim=0) if has_bias",
+)
+DWEIGHT_EINSUM = (
+    "part0/backprop.py",
+    "dweight = dout2.T @ x2",
+    'dweight = torch.einsum("...o,...i->oi", dout, x)',
+)
 LN_NO_MEAN_TERMS = (
     "part0/backprop.py",
-    "dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True) - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))",
+    "dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True)"
+    " - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))",
     "dx = rstd * dxhat",
 )
 LN_TEXTBOOK = (  # correct, written differently: through the variance and the mean, one at a time
     "part0/backprop.py",
-    "    dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True) - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))\n",
+    "    dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True)"
+    " - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))\n",
     """    xmu = xhat / rstd
     dvar = (dxhat * xmu).sum(dim=-1, keepdim=True) * -0.5 * rstd**3
     dmean = -(dxhat * rstd).sum(dim=-1, keepdim=True) - 2 * dvar * xmu.mean(dim=-1, keepdim=True)
@@ -122,29 +141,61 @@ GELU_EXACT_DERIVATIVE = (
 )
 RESIDUAL_PATH_ONLY = ("part0/backprop.py", "return dx + dx_through_mlp, grads", "return dx, grads")
 
-# name: (the step's tree, the checks to run, the learner's changes, None if they must pass, else words it fails with)
+# name: (the step's tree, the checks to run, the learner's changes, None if they must pass, else
+# words it fails with)
 SCENARIOS = {
-    "a gradient overwritten, not accumulated": ("p1", ["autograd"], [OVERWRITE], "d(a + a)/da at a=1.5: expected 2"),
+    "a gradient overwritten, not accumulated": (
+        "p1",
+        ["autograd"],
+        [OVERWRITE],
+        "d(a + a)/da at a=1.5: expected 2",
+    ),
     "tanh's derivative 1 - t": ("p1", ["autograd"], [TANH_1_MINUS_T], "d(a.tanh())/da at a=0.7"),
-    "the topological order not reversed": ("p1", ["autograd"], [NOT_REVERSED], "reverse topological order"),
+    "the topological order not reversed": (
+        "p1",
+        ["autograd"],
+        [NOT_REVERSED],
+        "reverse topological order",
+    ),
     "a breadth-first order": ("p1", ["autograd"], [BREADTH_FIRST], "the order is wrong"),
-    "pushing gradients recursively, in no order": ("p1", ["autograd"], [PUSH_RECURSIVELY], "the order is wrong"),
+    "pushing gradients recursively, in no order": (
+        "p1",
+        ["autograd"],
+        [PUSH_RECURSIVELY],
+        "the order is wrong",
+    ),
     "Kahn's algorithm instead of a depth-first search": ("p1", ["autograd"], [KAHN], None),
     "a training loop that never resets the gradients": (
         "p2",
         ["mlp-by-hand"],
         [NO_ZERO_GRAD],
-        "`python part0/micrograd.py --steps 8`: the parameters' grads at each backward(): expected all reset to 0",
+        "`python part0/micrograd.py --steps 8`: the parameters' grads at each backward(): "
+        "expected all reset to 0",
     ),
-    "tanh in the last layer too": ("p2", ["mlp-by-hand"], [TANH_IN_LAST_LAYER], "output 0 (tanh in every layer but"),
-    "a neuron that does not list its bias": ("p2", ["mlp-by-hand"], [BIAS_NOT_LISTED], "expected 53 distinct Values"),
+    "tanh in the last layer too": (
+        "p2",
+        ["mlp-by-hand"],
+        [TANH_IN_LAST_LAYER],
+        "output 0 (tanh in every layer but",
+    ),
+    "a neuron that does not list its bias": (
+        "p2",
+        ["mlp-by-hand"],
+        [BIAS_NOT_LISTED],
+        "expected 53 distinct Values",
+    ),
     "cross-entropy's gradient not divided by N": (
         "p3",
         ["tensor-backprop"],
         [CE_NOT_DIVIDED],
         "not divided by the N = B*T = 21 positions",
     ),
-    "softmax without subtracting the max": ("p3", ["tensor-backprop"], [CE_NOT_SHIFTED], "largest logit"),
+    "softmax without subtracting the max": (
+        "p3",
+        ["tensor-backprop"],
+        [CE_NOT_SHIFTED],
+        "largest logit",
+    ),
     "log softmax by torch.logsumexp": ("p3", ["tensor-backprop"], [CE_LOGSUMEXP], None),
     "dweight transposed": (
         "p3",
@@ -152,7 +203,12 @@ SCENARIOS = {
         [DWEIGHT_TRANSPOSED],
         "expected (6, 10), found (10, 6) (transposed?",
     ),
-    "dbias summed over the batch only": ("p3", ["tensor-backprop"], [DBIAS_OVER_BATCH], "summed over the batch only"),
+    "dbias summed over the batch only": (
+        "p3",
+        ["tensor-backprop"],
+        [DBIAS_OVER_BATCH],
+        "summed over the batch only",
+    ),
     "dweight by einsum": ("p3", ["tensor-backprop"], [DWEIGHT_EINSUM], None),
     "LayerNorm's backward without the mean terms": (
         "p4",
@@ -167,7 +223,12 @@ SCENARIOS = {
         [GELU_EXACT_DERIVATIVE],
         "the exact erf GELU's derivative",
     ),
-    "the residual path only": ("p4", ["layernorm-gelu"], [RESIDUAL_PATH_ONLY], "model_backward's dx"),
+    "the residual path only": (
+        "p4",
+        ["layernorm-gelu"],
+        [RESIDUAL_PATH_ONLY],
+        "model_backward's dx",
+    ),
 }
 
 
@@ -175,7 +236,9 @@ SCENARIOS = {
 def test_a_learners_tree(series_history, tmp_path, scenario):
     step, slugs, changes, fails_with = SCENARIOS[scenario]
     ((file, old, new),) = changes
-    results = checks.run(edited(series_history, STEP_OF[step], tmp_path / "tree", (old, new), file=file), slugs)
+    results = checks.run(
+        edited(series_history, STEP_OF[step], tmp_path / "tree", (old, new), file=file), slugs
+    )
     assert all("\n" not in r.message for r in results), "a verdict is one line"
     if fails_with is None:
         assert [(r.slug, r.message) for r in results if not r.ok] == []
@@ -203,8 +266,8 @@ def sleeping(marker):
     return found
 
 
-# what the learner's code does after starting a sleep: carry on (the check passes), exit (it fails), loop forever
-# (it times out)
+# what the learner's code does after starting a sleep: carry on (the check passes), exit (it fails),
+# loop forever (it times out)
 THEN = {"passes": "", "fails": "raise SystemExit(3)\n", "times out": "while True: pass\n"}
 
 
@@ -223,7 +286,8 @@ def test_a_check_ends_every_process_the_learners_code_started(series_history, tm
     assert result.ok == (then == "passes"), result.message
     if then == "times out":
         assert result.message == "the checks were still running after 10 s"
-    gone = time.monotonic() + 30  # SIGKILL is sent, not yet acted on: a bound for a process left running, no timing
+    # SIGKILL is sent, not yet acted on: a bound for a process left running, no timing
+    gone = time.monotonic() + 30
     while sleeping(marker) and time.monotonic() < gone:
         time.sleep(0.1)
     assert sleeping(marker) == []

@@ -1,5 +1,5 @@
-"""The data steps' checks on a learner's tree: plausible mistakes fail with a readable line, and a validation loss
-written differently from ours passes."""
+"""The data steps' checks on a learner's tree: plausible mistakes fail with a readable line, and a
+validation loss written differently from ours passes."""
 
 import subprocess
 import sys
@@ -24,7 +24,9 @@ def test_fineweb_fails_when_the_eot_follows_each_document(series_history, tmp_pa
     )
     result = verdict(tree, "fineweb")
     assert not result.ok
-    assert result.message.startswith("the shards' tokens, validation shard first: expected <|endoftext|> then")
+    assert result.message.startswith(
+        "the shards' tokens, validation shard first: expected <|endoftext|> then"
+    )
     assert "at token 0:" in result.message
 
 
@@ -33,7 +35,10 @@ def test_shards_fails_when_batches_are_int32(series_history, tmp_path):
         series_history,
         "shards",
         tmp_path / "tree",
-        ("buf = torch.from_numpy(buf.astype(np.int64))", "buf = torch.from_numpy(buf.astype(np.int32))"),
+        (
+            "buf = torch.from_numpy(buf.astype(np.int64))",
+            "buf = torch.from_numpy(buf.astype(np.int32))",
+        ),
     )
     result = verdict(tree, "shards")
     assert not result.ok
@@ -48,8 +53,12 @@ def run_mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
         "real-run",
         tmp_path_factory.mktemp("tree"),
         # every shard of the folder trained on, the validation shard first
-        ('load_split(args.data, "train"), B, T', 'load_split(args.data, "val") + load_split(args.data, "train"), B, T'),
-        # the preset's 512 tokens a step forgotten: it steps 2^19 tokens at a time, a thousand micro-batches
+        (
+            'load_split(args.data, "train"), B, T',
+            'load_split(args.data, "val") + load_split(args.data, "train"), B, T',
+        ),
+        # the preset's 512 tokens a step forgotten: it steps 2^19 tokens at a time, a
+        # thousand micro-batches each
         ("        total_batch=512,\n", ""),
     )
     return {result.slug: result for result in checks.run(tree, ["shards", "real-run"])}
@@ -60,7 +69,8 @@ def run_mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
     [
         (
             "shards",
-            "step 0's inputs: expected the train shards' tokens 0..16, found the validation shard's tokens: [5000,",
+            "step 0's inputs: expected the train shards' tokens 0..16, "
+            "found the validation shard's tokens: [5000,",
         ),
         ("real-run", "parse_args(['--preset', 'cpu']).total_batch: expected 512, found 524288"),
     ],
@@ -72,22 +82,32 @@ def test_a_plausible_run_mistake_fails(run_mistakes, slug, words):
 
 
 def test_data_errors_fail_when_main_lets_the_user_error_out(series_history, tmp_path):
-    tree = edited(series_history, "data-errors", tmp_path / "tree", ("except UserError as e:", "except KeyError as e:"))
+    tree = edited(
+        series_history,
+        "data-errors",
+        tmp_path / "tree",
+        ("except UserError as e:", "except KeyError as e:"),
+    )
     result = verdict(tree, "data-errors")
     assert not result.ok
-    assert "`: expected one line on stderr, no traceback, found a traceback ending" in result.message
+    assert (
+        "`: expected one line on stderr, no traceback, found a traceback ending" in result.message
+    )
     assert "UserError" in result.message
     # the command it quotes, pasted into the tree, ends in that traceback
     ((python, *argv),) = quoted(result.message)
     assert python == "python" and "--data" in argv
-    done = subprocess.run([sys.executable, *argv], cwd=tree, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, *argv], cwd=tree, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 1 and "Traceback" in done.stderr
     assert done.stderr.strip().splitlines()[-1] in result.message
 
 
 VAL_LOSS = """@torch.no_grad()
 def val_loss(model, loader, steps, device, autocast):
-    \"\"\"Mean loss over the first `steps` batches of the validation split (the same batches every time).\"\"\"
+    \"\"\"Mean loss over the first `steps` batches of the validation split \
+(the same batches every time).\"\"\"
     model.eval()
     loader.reset()
     loss = torch.zeros((), device=device)
@@ -118,11 +138,18 @@ VAL_LOSS_OTHERWISE = """def val_loss(model, loader, steps, device, autocast):
 @pytest.mark.parametrize(
     "new, words",
     [
-        (VAL_LOSS_OTHERWISE, None),  # a fresh loader instead of reset(), inference_mode, one mean at the end
-        (VAL_LOSS.replace("    loader.reset()\n", ""), "evaluation 2, batch 0: expected the validation split's"),
+        # a fresh loader instead of reset(), inference_mode, one mean at the end
+        (VAL_LOSS_OTHERWISE, None),
+        (
+            VAL_LOSS.replace("    loader.reset()\n", ""),
+            "evaluation 2, batch 0: expected the validation split's",
+        ),
         (  # the last batch's loss printed, not the mean
-            VAL_LOSS.replace("loss += batch_loss.detach().float() / steps", "loss = batch_loss.detach().float()"),
-            "evaluation 1: the printed validation loss (the mean of its 2 batches' losses): expected 1",
+            VAL_LOSS.replace(
+                "loss += batch_loss.detach().float() / steps", "loss = batch_loss.detach().float()"
+            ),
+            "evaluation 1: the printed validation loss (the mean of its 2 batches' losses): "
+            "expected 1",
         ),
     ],
     ids=["written-otherwise", "no-reset", "last-batch"],

@@ -1,5 +1,5 @@
-"""The evals steps' exercise checks (walkthrough/checks/evals.py) on edited checkouts of the series: a correct
-solution written differently passes, plausible mistakes fail with one readable line."""
+"""The evals steps' exercise checks (walkthrough/checks/evals.py) on edited checkouts of the series:
+a correct solution written differently passes, plausible mistakes fail with one readable line."""
 
 import pytest
 
@@ -14,7 +14,8 @@ def test_hellaswag_passes_with_the_loss_written_as_log_softmax(series_history, t
         tmp_path / "tree",
         (
             'losses = F.cross_entropy(logits[mask].float(), targets[mask], reduction="none")',
-            "losses = -logits[mask].float().log_softmax(-1).gather(1, targets[mask][:, None])[:, 0]",
+            "losses = -logits[mask].float().log_softmax(-1)"
+            ".gather(1, targets[mask][:, None])[:, 0]",
         ),
         file="longrun/hellaswag_scoring.py",
     )
@@ -23,7 +24,8 @@ def test_hellaswag_passes_with_the_loss_written_as_log_softmax(series_history, t
 
 
 def test_hellaswag_fails_on_the_loss_taken_from_the_contexts_positions(series_history, tmp_path):
-    # the mask one position early: the first scored position predicts the context's last token, not the ending's
+    # the mask one position early: the first scored position predicts the context's last token,
+    # not the ending's
     tree = edited(
         series_history,
         "hellaswag",
@@ -36,7 +38,9 @@ def test_hellaswag_fails_on_the_loss_taken_from_the_contexts_positions(series_hi
     )
     result = verdict(tree, "hellaswag")
     assert not result.ok
-    assert result.message.startswith("continuation_losses(), example 0, ending 0's summed loss"), result.message
+    assert result.message.startswith("continuation_losses(), example 0, ending 0's summed loss"), (
+        result.message
+    )
 
 
 def test_samples_fail_when_they_draw_from_the_global_generator(series_history, tmp_path):
@@ -65,7 +69,9 @@ def test_hellaswag_batch_fails_on_answers_left_in_length_order(series_history, t
     )
     result = verdict(tree, "hellaswag-batch")
     assert not result.ok
-    assert result.message.startswith("predict(model, 6 examples, device='cpu', batch_size=1), example"), result.message
+    assert result.message.startswith(
+        "predict(model, 6 examples, device='cpu', batch_size=1), example"
+    ), result.message
 
 
 def test_hellaswag_train_fails_when_the_run_reports_acc(series_history, tmp_path):
@@ -80,31 +86,45 @@ def test_hellaswag_train_fails_when_the_run_reports_acc(series_history, tmp_path
     )
     result = verdict(tree, "hellaswag-train")
     assert not result.ok
-    assert result.message.startswith("hellaswag_accuracy(model,") and "acc would be" in result.message, result.message
+    assert (
+        result.message.startswith("hellaswag_accuracy(model,") and "acc would be" in result.message
+    ), result.message
 
 
 def test_checkpoints_fail_when_they_hold_the_namespace(series_history, tmp_path):
     # argparse's Namespace pickled whole: torch.load(weights_only=True) refuses the file
-    tree = edited(series_history, "checkpoints", tmp_path / "tree", ('"args": vars(self.args),', '"args": self.args,'))
+    tree = edited(
+        series_history,
+        "checkpoints",
+        tmp_path / "tree",
+        ('"args": vars(self.args),', '"args": self.args,'),
+    )
     result = verdict(tree, "checkpoints")
     assert not result.ok
-    assert result.message.startswith("torch.load(model_00002.pt, weights_only=True)"), result.message
+    assert result.message.startswith("torch.load(model_00002.pt, weights_only=True)"), (
+        result.message
+    )
 
 
 @pytest.fixture(scope="module")
 def preset_mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
-    """Four slips in the CPU preset of one tree at the last Part I step, each failing its own step's check."""
+    """Four slips in the CPU preset of one tree at the last Part I step, each failing its
+    own step's check."""
     tree = edited(
         series_history,
         "results",
         tmp_path_factory.mktemp("tree"),
-        ("        val_every=5,\n", "        val_every=10,\n"),  # validation twice in 20 steps, not every 5
-        ("        sample_every=20,\n", "        sample_every=5,\n"),  # samples 4 times, not once at the end
-        ("        checkpoint_every=0,\n", "        checkpoint_every=5,\n"),  # 4 checkpoints of a demo
+        # validation twice in 20 steps, not every 5
+        ("        val_every=5,\n", "        val_every=10,\n"),
+        # samples 4 times, not once at the end
+        ("        sample_every=20,\n", "        sample_every=5,\n"),
+        # 4 checkpoints of a demo
+        ("        checkpoint_every=0,\n", "        checkpoint_every=5,\n"),
         ('        log_dir="log/cpu",\n', ""),  # the demo's log in the real run's folder
     )
     return {
-        result.slug: result for result in checks.run(tree, ["samples", "hellaswag-train", "checkpoints", "results"])
+        result.slug: result
+        for result in checks.run(tree, ["samples", "hellaswag-train", "checkpoints", "results"])
     }
 
 
@@ -113,10 +133,13 @@ def preset_mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result
     [
         (
             "samples",
-            "parse_args(['--preset', 'cpu']).sample_every (samples once, after the last of its 20 steps): "
-            "expected at least 20, found 5",
+            "parse_args(['--preset', 'cpu']).sample_every "
+            "(samples once, after the last of its 20 steps): expected at least 20, found 5",
         ),
-        ("hellaswag-train", "parse_args(['--preset', 'cpu']).log_dir: expected 'log/cpu', found 'log'"),
+        (
+            "hellaswag-train",
+            "parse_args(['--preset', 'cpu']).log_dir: expected 'log/cpu', found 'log'",
+        ),
         ("checkpoints", "parse_args(['--preset', 'cpu']).checkpoint_every: expected 0, found 5"),
         ("results", "parse_args(['--preset', 'cpu']).val_every: expected 5, found 10"),
     ],
@@ -128,13 +151,20 @@ def test_a_preset_that_is_not_the_narrated_one_fails(preset_mistakes, slug, word
 
 
 def test_results_passes_with_three_decimals_printed(series_history, tmp_path):
-    """plot_log.py's figures to 3 decimals ('3.292' for 3.2924, '10.900' for 10.9): each right to its precision."""
+    """plot_log.py's figures to 3 decimals ('3.292' for 3.2924, '10.900' for 10.9): each right
+    to its precision."""
     tree = edited(
         series_history,
         "results",
         tmp_path / "tree",
-        ("{first:g} at step {first_step} -> {last:g}", "{first:.3f} at step {first_step} -> {last:.3f}"),
-        ("(OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS})", "(OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS:.3f})"),
+        (
+            "{first:g} at step {first_step} -> {last:g}",
+            "{first:.3f} at step {first_step} -> {last:.3f}",
+        ),
+        (
+            "(OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS})",
+            "(OpenAI GPT-2 124M: {GPT2_124M_VAL_LOSS:.3f})",
+        ),
         file="tools/plot_log.py",
     )
     result = verdict(tree, "results")

@@ -1,6 +1,6 @@
-"""The optimization steps' checks on a learner's tree: correct solutions written differently from ours pass (the
-schedule as one expression, figures printed with fewer decimals, DDP's no_sync() instead of the flag), plausible
-mistakes fail with a readable line."""
+"""The optimization steps' checks on a learner's tree: correct solutions written differently from
+ours pass (the schedule as one expression, figures printed with fewer decimals, DDP's no_sync()
+instead of the flag), plausible mistakes fail with a readable line."""
 
 import re
 import shlex
@@ -48,15 +48,22 @@ def test_lr_schedule_fails_when_the_warmup_starts_at_zero(series_history, tmp_pa
 
 
 def test_lr_schedule_fails_when_the_cpu_preset_keeps_its_fixed_lr(series_history, tmp_path):
-    """The preset's lr=3e-3 left as it was: argparse keeps it as an unused default, the run warms up to 6e-4."""
-    tree = edited(series_history, "lr-schedule", tmp_path / "tree", ("        max_lr=3e-3,\n", "        lr=3e-3,\n"))
+    """The preset's lr=3e-3 left as it was: argparse keeps it as an unused default, the run warms
+    up to 6e-4."""
+    tree = edited(
+        series_history,
+        "lr-schedule",
+        tmp_path / "tree",
+        ("        max_lr=3e-3,\n", "        lr=3e-3,\n"),
+    )
     result = verdict(tree, "lr-schedule")
     assert not result.ok
     assert result.message == "parse_args(['--preset', 'cpu']).max_lr: expected 0.003, found 0.0006"
 
 
 def test_lr_schedule_fails_when_the_rate_is_set_after_the_step(series_history, tmp_path):
-    """The rate written into the groups after optimizer.step(): each step trains with the one before's."""
+    """The rate written into the groups after optimizer.step(): each step trains with
+    the one before's."""
     tree = edited(
         series_history,
         "lr-schedule",
@@ -66,16 +73,24 @@ def test_lr_schedule_fails_when_the_rate_is_set_after_the_step(series_history, t
     )
     result = verdict(tree, "lr-schedule")
     assert not result.ok
-    assert result.message.startswith("the lr of every parameter group at step 0 of `"), result.message
+    assert result.message.startswith("the lr of every parameter group at step 0 of `"), (
+        result.message
+    )
     assert "(the CPU preset: max_lr 3e-3" in result.message
-    assert result.message.endswith("expected 0.0006, found 0.003 (off by 0.0024, 6e-10 allowed)"), result.message
+    assert result.message.endswith("expected 0.0006, found 0.003 (off by 0.0024, 6e-10 allowed)"), (
+        result.message
+    )
 
 
 def test_lr_schedule_fails_when_the_line_prints_the_maximum(series_history, tmp_path):
-    tree = edited(series_history, "lr-schedule", tmp_path / "tree", ("lr {lr:.4e}", "lr {args.max_lr:.4e}"))
+    tree = edited(
+        series_history, "lr-schedule", tmp_path / "tree", ("lr {lr:.4e}", "lr {args.max_lr:.4e}")
+    )
     result = verdict(tree, "lr-schedule")
     assert not result.ok
-    assert result.message.startswith("the lr printed at step 0 of `python train_gpt2.py --n-layer 2 --n-head 2 ")
+    assert result.message.startswith(
+        "the lr printed at step 0 of `python train_gpt2.py --n-layer 2 --n-head 2 "
+    )
     assert result.message.endswith(
         "--vocab-size 1024 --max-steps 2` (the rate that step trains with): "
         "expected 0.0006, found 0.003 (off by 0.0024, 5e-08 allowed)"
@@ -89,22 +104,28 @@ def test_betas_clip_fails_when_clipping_after_the_step(series_history, tmp_path)
     tree = edited(series_history, "betas-clip", tmp_path / "tree", (clip + step, step + clip))
     result = verdict(tree, "betas-clip")
     assert not result.ok
-    assert result.message.startswith("the gradient norm optimizer.step() applies at step 0 of `python train_gpt2.py")
+    assert result.message.startswith(
+        "the gradient norm optimizer.step() applies at step 0 of `python train_gpt2.py"
+    )
     assert "--max-steps 4` (printed norm 1.2" in result.message
     assert ": expected 1, found 1.2" in result.message
 
 
 def test_betas_clip_fails_when_the_printed_norm_adds_up_each_tensors_norm(series_history, tmp_path):
-    """Clipped correctly, but the norm printed is the sum of the tensors' norms, not the norm of all of them."""
+    """Clipped correctly, but the norm printed is the sum of the tensors' norms, not the norm of
+    all of them."""
     clip = "        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
     summed = "        norm = sum(p.grad.norm() for p in model.parameters())\n"
     summed += "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
     tree = edited(series_history, "betas-clip", tmp_path / "tree", (clip, summed))
     result = verdict(tree, "betas-clip")
     assert not result.ok
-    assert result.message.startswith("the norm printed at step 0 of `python train_gpt2.py "), result.message
-    assert "--max-steps 4` (the global norm of the gradients backward() left, before clipping): expected 1.2" in (
+    assert result.message.startswith("the norm printed at step 0 of `python train_gpt2.py "), (
         result.message
+    )
+    assert (
+        "--max-steps 4` (the global norm of the gradients backward() left, before clipping): "
+        "expected 1.2" in result.message
     )
 
 
@@ -113,12 +134,20 @@ def test_weight_decay_fails_when_1d_tensors_decay(series_history, tmp_path):
         series_history,
         "weight-decay",
         tmp_path / "tree",
-        ("decay = [p for p in params if p.dim() >= 2]", "decay = [p for p in params if p.dim() >= 1]"),
-        ("no_decay = [p for p in params if p.dim() < 2]", "no_decay = [p for p in params if p.dim() < 1]"),
+        (
+            "decay = [p for p in params if p.dim() >= 2]",
+            "decay = [p for p in params if p.dim() >= 1]",
+        ),
+        (
+            "no_decay = [p for p in params if p.dim() < 2]",
+            "no_decay = [p for p in params if p.dim() < 1]",
+        ),
     )
     result = verdict(tree, "weight-decay")
     assert not result.ok
-    assert result.message.endswith("the weight decay of transformer.h.0.ln_1.weight (1-D): expected 0.0, found 0.05")
+    assert result.message.endswith(
+        "the weight decay of transformer.h.0.ln_1.weight (1-D): expected 0.0, found 0.05"
+    )
 
 
 def test_grad_accum_fails_when_only_the_printed_loss_is_divided(series_history, tmp_path):
@@ -133,8 +162,13 @@ def test_grad_accum_fails_when_only_the_printed_loss_is_divided(series_history, 
     )
     result = verdict(tree, "grad-accum")
     assert not result.ok
-    assert result.message.startswith("the printed norm at step 0 of `python train_gpt2.py "), result.message
-    assert "(2 micro-steps), against the same run with -B 8 (one batch a step): `python" in result.message
+    assert result.message.startswith("the printed norm at step 0 of `python train_gpt2.py "), (
+        result.message
+    )
+    assert (
+        "(2 micro-steps), against the same run with -B 8 (one batch a step): `python"
+        in result.message
+    )
     # the two commands it quotes, pasted into the tree, print the figures it compared
     ran, against = quoted(result.message)
     expected, found = re.search(r"expected (\S+), found (\S+)", result.message).groups()
@@ -148,16 +182,22 @@ def quoted(message: str) -> list[list[str]]:
 
 
 def printed(tree, command: list[str], step: int, name: str) -> float:
-    """The figure `name` on step `step`'s line of what `command` prints, run as a learner would in the tree."""
+    """The figure `name` on step `step`'s line of what `command` prints, run as a learner would
+    in the tree."""
     assert command[0] == "python", command
-    done = subprocess.run([sys.executable, *command[1:]], cwd=tree, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, *command[1:]], cwd=tree, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     return figure(step_lines(done.stdout)[step][0], name)[0]
 
 
 def test_grad_accum_fails_when_the_defaults_keep_the_old_micro_batch(series_history, tmp_path):
     tree = edited(
-        series_history, "grad-accum", tmp_path / "tree", ('"-B", type=int, default=64', '"-B", type=int, default=16')
+        series_history,
+        "grad-accum",
+        tmp_path / "tree",
+        ('"-B", type=int, default=64', '"-B", type=int, default=16'),
     )
     result = verdict(tree, "grad-accum")
     assert result.message == "parse_args([]).batch_size: expected 64, found 16"
@@ -172,7 +212,9 @@ def test_grad_accum_fails_when_tok_per_sec_counts_one_micro_batch(series_history
     )
     result = verdict(tree, "grad-accum")
     assert not result.ok
-    assert result.message.startswith("step 0's tok/sec × dt of `python train_gpt2.py --n-layer 2 --n-head 2 ")
+    assert result.message.startswith(
+        "step 0's tok/sec × dt of `python train_gpt2.py --n-layer 2 --n-head 2 "
+    )
     assert (
         "--vocab-size 1024 -B 4 --total-batch 512 --max-steps 2` (2 micro-steps) "
         "(the tokens of the whole step): expected 512, found 25"
@@ -204,19 +246,27 @@ def test_ddp_fails_when_every_rank_reads_the_same_batches(series_history, tmp_pa
     )
     result = verdict(tree, "ddp")
     assert not result.ok
-    assert result.message.startswith("the printed loss at step 0 of `torchrun --nproc_per_node=2 train_gpt2.py ")
-    assert "--max-steps 3` (2 ranks (1 micro-step of B=4 each)), against the same flags in 1 process" in result.message
+    assert result.message.startswith(
+        "the printed loss at step 0 of `torchrun --nproc_per_node=2 train_gpt2.py "
+    )
+    assert (
+        "--max-steps 3` (2 ranks (1 micro-step of B=4 each)), against the same flags in 1 process"
+        in result.message
+    )
 
 
 def test_grad_sync_passes_with_no_sync(series_history, tmp_path):
-    """DDP's own no_sync() context around the forward and backward of every micro-step but the last."""
+    """DDP's own no_sync() context around the forward and backward of every micro-step
+    but the last."""
     flag = """\
             if ddp:
-                # all-reduce gradients on the last micro-step only; set before the forward, which arms DDP's hooks
+                # all-reduce gradients on the last micro-step only; set before the forward, \
+which arms DDP's hooks
                 model.require_backward_grad_sync = micro_step == grad_accum_steps - 1
             with autocast():
                 _, loss = model(x, y)
-            # cross_entropy averages over B*T tokens; dividing by the micro-steps makes the sum an average too
+            # cross_entropy averages over B*T tokens; dividing by the micro-steps makes \
+the sum an average too
             loss = loss / grad_accum_steps
             loss_accum += loss.detach()
             loss.backward()

@@ -1,5 +1,6 @@
-"""The run's output on disk: console.txt holds every line the run printed, each after the time it was printed, and
-a resumed run's lines follow the first run's; each step line ends with the time left."""
+"""The run's output on disk: console.txt holds every line the run printed, each after the
+time it was printed, and a resumed run's lines follow the first run's; each step line ends
+with the time left."""
 
 import os
 import re
@@ -22,16 +23,22 @@ STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*)")
 
 @pytest.fixture
 def train(capsys, tmp_path):
-    """train_gpt2.main with TINY and these flags, in this process: its stdout lines. (The run installs its signal
-    handlers; the fixture puts pytest's back, and torch's thread count.)"""
-    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    """train_gpt2.main with TINY and these flags, in this process: its stdout lines. (The run
+    installs its signal handlers; the fixture puts pytest's back, and torch's thread count.)"""
+    handlers = {
+        signum: signal.getsignal(signum)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a tiny model: more threads only wait for each other on a busy machine
+    # a tiny model: more threads only wait for each other on a busy machine
+    torch.set_num_threads(1)
     data = tmp_path / "input.txt"  # a tenth of tiny shakespeare: tokenized in a tenth of the time
     data.write_text((ROOT / "input.txt").read_text()[:100_000])
 
     def run(*args):
-        assert train_gpt2.main([*TINY, "--data", str(data), *map(str, args)]) == 0, capsys.readouterr().err
+        assert train_gpt2.main([*TINY, "--data", str(data), *map(str, args)]) == 0, (
+            capsys.readouterr().err
+        )
         return capsys.readouterr().out.splitlines()
 
     yield run
@@ -48,12 +55,16 @@ def test_console_holds_every_printed_line_with_its_time_and_resume_appends(tmp_p
     console = (tmp_path / "log" / "console.txt").read_text().splitlines()
     stamped = [STAMP.fullmatch(line) for line in console]
     assert all(stamped), console
-    assert [m[2] for m in stamped] == first + resumed  # nothing the terminal showed is missing, in order
+    # nothing the terminal showed is missing, in order
+    assert [m[2] for m in stamped] == first + resumed
     times = [time.mktime(time.strptime(m[1], "%Y-%m-%d %H:%M:%S")) for m in stamped]
     assert int(started) <= times[0] and times == sorted(times) and times[-1] <= finished
     assert first[2].startswith("validation loss:")
-    metrics = (tmp_path / "log" / "log.txt").read_text().splitlines()[1:]  # its own format still, and no times
-    assert metrics[:2] == [f"0 val {first[2].split()[-1]}", f"0 train {first[3].split()[4]}"], metrics
+    # its own format still, and no times
+    metrics = (tmp_path / "log" / "log.txt").read_text().splitlines()[1:]
+    assert metrics[:2] == [f"0 val {first[2].split()[-1]}", f"0 train {first[3].split()[4]}"], (
+        metrics
+    )
     steps = [line for line in first + resumed if line.startswith("step ")]
     assert [int(line.split()[1]) for line in steps] == [0, 1, 2]
     assert all(re.search(r" \| eta \d+ s$", line) for line in steps), steps
@@ -61,27 +72,44 @@ def test_console_holds_every_printed_line_with_its_time_and_resume_appends(tmp_p
 
 
 def test_console_holds_the_error_that_stops_a_run_and_log_txt_its_health(tmp_path, capsys):
-    """A run stopped by a mistake ends its console.txt with the error line, as the terminal showed it; log.txt holds
-    the learning rate, the gradient norm and the throughput of every step it took."""
+    """A run stopped by a mistake ends its console.txt with the error line, as the terminal
+    showed it; log.txt holds the learning rate, the gradient norm and the throughput of every
+    step it took."""
     data = tmp_path / "input.txt"
     data.write_text((ROOT / "input.txt").read_text()[:100_000])
     log_dir = tmp_path / "nan"
-    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    handlers = {
+        signum: signal.getsignal(signum)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     try:
-        status = train_gpt2.main([*TINY, "--data", str(data), "--log-dir", str(log_dir), "--max-lr", "1e30"])
+        status = train_gpt2.main(
+            [*TINY, "--data", str(data), "--log-dir", str(log_dir), "--max-lr", "1e30"]
+        )
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     error = capsys.readouterr().err.splitlines()[-1]
-    assert status == 1 and error.startswith("train_gpt2.py: error: loss nan, gradient norm nan at step 1:")
-    assert STAMP.fullmatch(console := (log_dir / "console.txt").read_text().splitlines()[-1])[2] == error, console
+    assert status == 1 and error.startswith(
+        "train_gpt2.py: error: loss nan, gradient norm nan at step 1:"
+    )
+    assert (
+        STAMP.fullmatch(console := (log_dir / "console.txt").read_text().splitlines()[-1])[2]
+        == error
+    ), console
     assert not isinstance(sys.stdout, run_folder.Console)  # the copy ended with the run
-    kinds = [line.split()[1] for line in (log_dir / "log.txt").read_text().splitlines()[1:] if line.startswith("0 ")]
-    assert kinds == ["val", "train", "lr", "norm", "tok_s"], kinds  # mfu only where the peak is known
+    kinds = [
+        line.split()[1]
+        for line in (log_dir / "log.txt").read_text().splitlines()[1:]
+        if line.startswith("0 ")
+    ]
+    # mfu only where the peak is known
+    assert kinds == ["val", "train", "lr", "norm", "tok_s"], kinds
 
 
 def test_console_holds_a_bug_s_traceback_too(tmp_path, capsys, monkeypatch):
-    """A bug is no user's mistake: it keeps its traceback, and console.txt keeps it as the terminal showed it."""
+    """A bug is no user's mistake: it keeps its traceback, and console.txt keeps it as the
+    terminal showed it."""
     data = tmp_path / "input.txt"
     data.write_text((ROOT / "input.txt").read_text()[:100_000])
 
@@ -89,7 +117,10 @@ def test_console_holds_a_bug_s_traceback_too(tmp_path, capsys, monkeypatch):
         raise ValueError("a bug")
 
     monkeypatch.setattr(train_gpt2, "checkpoint_due", bug)  # called after the first step
-    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    handlers = {
+        signum: signal.getsignal(signum)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     try:
         status = train_gpt2.main([*TINY, "--data", str(data), "--log-dir", str(tmp_path / "bug")])
     finally:
@@ -103,11 +134,14 @@ def test_console_holds_a_bug_s_traceback_too(tmp_path, capsys, monkeypatch):
 
 def test_time_left_goes_by_the_pace_since_the_first_step(monkeypatch):
     clock = [1000.0, 1010.0, 1030.0, 1060.0]  # when each step ends
-    monkeypatch.setattr(train_gpt2.time, "time", lambda: clock[0] if len(clock) == 1 else clock.pop(0))
+    monkeypatch.setattr(
+        train_gpt2.time, "time", lambda: clock[0] if len(clock) == 1 else clock.pop(0)
+    )
     eta = meters.TimeLeft(max_steps=500)
     assert eta(0, 0.05) == " | eta 25 s"  # the first step: its own 0.05 s for each of the 499 left
     assert eta(1, 5.0) == " | eta 83.0 min"  # 10 s since the first: 10 s for each of the 498 left
-    assert eta(2, 5.0) == " | eta 2.1 h"  # 30 s over 2 steps, evaluation included: 15 s each, 497 left
+    # 30 s over 2 steps, evaluation included: 15 s each, 497 left
+    assert eta(2, 5.0) == " | eta 2.1 h"
     assert eta(498, 5.0) == " | eta 20 s"  # 60 s over 3 steps, 1 left
 
 
@@ -123,7 +157,8 @@ def test_a_full_disk_ends_the_copy_on_a_whole_line_and_says_so(tmp_path, capsys,
     try:
         print("first line")
         real_write = run_folder.os.write
-        monkeypatch.setattr(run_folder.os, "write", lambda fd, data: real_write(fd, data[:7]))  # the disk takes 7 bytes
+        # the disk takes 7 bytes
+        monkeypatch.setattr(run_folder.os, "write", lambda fd, data: real_write(fd, data[:7]))
         print("second line")
         monkeypatch.undo()
         print("third line")
@@ -136,7 +171,8 @@ def test_a_full_disk_ends_the_copy_on_a_whole_line_and_says_so(tmp_path, capsys,
 
 
 def test_log_txt_gets_one_write_a_step(tmp_path, train, monkeypatch):
-    """A step's loss and health lines (lr, norm, tok_s) go to log.txt together: the file is opened once a step."""
+    """A step's loss and health lines (lr, norm, tok_s) go to log.txt together: the file is opened
+    once a step."""
     opened = []
 
     def counting(path, mode):
@@ -147,5 +183,7 @@ def test_log_txt_gets_one_write_a_step(tmp_path, train, monkeypatch):
     monkeypatch.setattr(run_folder, "open_no_link", counting)
     train("--max-steps", 4, "--val-every", 0, "--log-dir", tmp_path / "log")
     assert len(opened) == 4
-    kinds = [line.split()[1] for line in (tmp_path / "log" / "log.txt").read_text().splitlines()[1:]]
+    kinds = [
+        line.split()[1] for line in (tmp_path / "log" / "log.txt").read_text().splitlines()[1:]
+    ]
     assert kinds == ["train", "lr", "norm", "tok_s"] * 4  # no mfu on a CPU: its peak is not known

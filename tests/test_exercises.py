@@ -1,5 +1,6 @@
-"""Rebuild it yourself: every Part I step's check passes at its own tag and fails at the one before (so it is not
-vacuous), and `walkthrough exercise N` works as a learner uses it: make the tree, check, compare, reset, remove."""
+"""Rebuild it yourself: every Part I step's check passes at its own tag and fails at the one before
+(so it is not vacuous), and `walkthrough exercise N` works as a learner uses it: make the tree,
+check, compare, reset, remove."""
 
 import asyncio
 import shutil
@@ -21,16 +22,22 @@ from walkthrough.patches import HISTORY_RANGE, build, open_history
 
 @pytest.fixture(scope="module")
 def verdicts(series_history, tmp_path_factory):
-    """Every check at its tag and at the tag before, two processes at a time; the timings are printed (-s)."""
+    """Every check at its tag and at the tag before, two processes at a time; the timings
+    are printed (-s)."""
     started = time.time()
     found = verify(series_history, list(checks.CHECKS), tmp_path_factory.mktemp("tags"))
     each = ", ".join(f"{slug} {at.seconds:.1f}s" for slug, (at, _) in found.items())
-    print(f"\n{len(found)} checks at their tags and the tags before: {time.time() - started:.0f}s ({each})")
+    print(
+        f"\n{len(found)} checks at their tags and the tags before: "
+        f"{time.time() - started:.0f}s ({each})"
+    )
     return found
 
 
 def part_one(history: Path) -> list:
-    return [step for step in load_series(history, HISTORY_RANGE).steps if "Part II" not in step.title]
+    return [
+        step for step in load_series(history, HISTORY_RANGE).steps if "Part II" not in step.title
+    ]
 
 
 def test_every_step_has_its_own_step_id(series_history):
@@ -74,7 +81,8 @@ def test_the_checks_import_nothing_heavy():
 
 @pytest.fixture
 def project(series_history, tmp_path) -> Path:
-    """A project folder with the real steps/ and an already built history/ (the CLI would build the same)."""
+    """A project folder with the real steps/ and an already built history/ (the CLI would
+    build the same)."""
     (tmp_path / "steps").symlink_to(ROOT / "steps")
     shutil.copytree(series_history, tmp_path / "history", symlinks=True)
     return tmp_path
@@ -112,12 +120,22 @@ def test_an_exercise_from_start_to_pass(project, capsys):
     text = script.read_text()
     head = "        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)\n"
     assert head in text
-    script.write_text(text.replace(head, head + "        self.lm_head.weight = self.transformer.wte.weight\n"))
+    script.write_text(
+        text.replace(head, head + "        self.lm_head.weight = self.transformer.wte.weight\n")
+    )
     code, out, _ = cli(capsys, project, str(n), "--check")
-    assert code == 1 and out.startswith(f"step {n} (Weight tying): fail: a new tied model's loss") and "N(0, 1)" in out
+    assert (
+        code == 1
+        and out.startswith(f"step {n} (Weight tying): fail: a new tied model's loss")
+        and "N(0, 1)" in out
+    )
 
     # and then the lecture's way round, in a line of their own
-    script.write_text(text.replace(head, head + "        self.transformer.wte.weight = self.lm_head.weight  # tied\n"))
+    script.write_text(
+        text.replace(
+            head, head + "        self.transformer.wte.weight = self.lm_head.weight  # tied\n"
+        )
+    )
     code, out, _ = cli(capsys, project, str(n), "--check")
     assert (code, out) == (0, f"step {n} (Weight tying): pass\n")
 
@@ -129,10 +147,16 @@ def test_an_exercise_from_start_to_pass(project, capsys):
     # starting over sets the tree aside, whole, and says where: nothing of the learner's is deleted
     code, out, _ = cli(capsys, project, str(n), "--reset")
     (kept,) = project.glob(f"exercise-{n:02d}-tying.kept-*")
-    assert code == 0 and "# tied" not in script.read_text() and f"your tree as it was is {kept}" in out
+    assert (
+        code == 0 and "# tied" not in script.read_text() and f"your tree as it was is {kept}" in out
+    )
     assert "# tied" in (kept / "train_gpt2.py").read_text()
     code, out, _ = cli(capsys, project, str(n), "--remove")
-    assert code == 0 and not folder.exists() and len(list(project.glob(f"exercise-{n:02d}-tying.kept-*"))) == 2
+    assert (
+        code == 0
+        and not folder.exists()
+        and len(list(project.glob(f"exercise-{n:02d}-tying.kept-*"))) == 2
+    )
     assert out.startswith(f"{folder} set aside as ") and "rename it back to go on" in out
     code, _, err = cli(capsys, project, str(n), "--check")
     assert code == 1 and err == (
@@ -141,14 +165,19 @@ def test_an_exercise_from_start_to_pass(project, capsys):
     )
 
 
-def test_exercise_works_where_the_learner_stands_never_in_the_installed_project(project, capsys, monkeypatch, tmp_path):
+def test_exercise_works_where_the_learner_stands_never_in_the_installed_project(
+    project, capsys, monkeypatch, tmp_path
+):
     n = tying_step(project)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)  # no steps/ here: no tree is made, here or in the installed project
+    # no steps/ here: no tree is made, here or in the installed project
+    monkeypatch.chdir(elsewhere)
     assert main(["exercise", str(n)]) == 1
-    assert "holds no steps/: run walkthrough exercise in the project's folder, or pass --project DIR" in (
-        capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert (
+        "holds no steps/: run walkthrough exercise in the project's folder, or pass --project DIR"
+        in err
     )
     assert list(elsewhere.iterdir()) == [] and not (ROOT / f"exercise-{n:02d}-tying").exists()
     monkeypatch.chdir(project)  # in a project's folder: that project, without --project
@@ -159,14 +188,17 @@ def test_a_step_without_a_check_says_so(project, capsys):
     last = open_history(project).steps[-1]
     code, out, err = cli(capsys, project, str(last.number))
     assert code == 1 and out == ""
-    assert err.startswith(f"walkthrough: error: step {last.number} ({last.title}) has no exercise check")
+    assert err.startswith(
+        f"walkthrough: error: step {last.number} ({last.title}) has no exercise check"
+    )
     assert not list(project.glob("exercise-*"))
     code, _, err = cli(capsys, project, "999")
     assert code == 1 and err.startswith("walkthrough: error: no step 999: the series has steps 1-")
 
 
 def test_exercise_survives_a_rebuilt_history(project, capsys):
-    """steps/ changed and history/ was built again: the learner's files still check, reset and remove."""
+    """steps/ changed and history/ was built again: the learner's files still check,
+    reset and remove."""
     n = tying_step(project)
     cli(capsys, project, str(n))
     folder = project / f"exercise-{n:02d}-tying"
@@ -177,7 +209,11 @@ def test_exercise_survives_a_rebuilt_history(project, capsys):
     code, _, _ = cli(capsys, project, str(n), "--reset")
     assert code == 0 and (folder / ".git").is_file()
     code, _, _ = cli(capsys, project, str(n), "--remove")
-    assert code == 0 and not folder.exists() and len(list(project.glob(f"exercise-{n:02d}-tying.kept-*"))) == 2
+    assert (
+        code == 0
+        and not folder.exists()
+        and len(list(project.glob(f"exercise-{n:02d}-tying.kept-*"))) == 2
+    )
 
 
 def test_compare_shows_the_learners_change_beside_the_step(project):
@@ -189,22 +225,33 @@ def test_compare_shows_the_learners_change_beside_the_step(project):
     script = exercise.folder / "train_gpt2.py"
     script.write_text(script.read_text() + "# my tying goes here\n")
     (exercise.folder / "log").mkdir()
-    (exercise.folder / "log" / "log.txt").write_text("0 train 10.9\n")  # a run's output is not the answer
+    # a run's output is not the answer
+    (exercise.folder / "log" / "log.txt").write_text("0 train 10.9\n")
 
     compared = exercise.compare()
     ours, yours, difference = compared.steps
-    assert ours.commit.sha == exercise.step.commit.sha and yours.commit.parents == ours.commit.parents
+    assert (
+        ours.commit.sha == exercise.step.commit.sha and yours.commit.parents == ours.commit.parents
+    )
     files = compared.files(1)
     assert [f.path for f in files] == ["train_gpt2.py"]
     added = [line.text for hunk in files[0].hunks for line in hunk.lines if line.kind == "+"]
     assert added == ["# my tying goes here"]
-    # the learner's tree against the series' step: their line, and the series' tie they have not written yet
-    assert difference.commit.parents == (ours.commit.sha,) and difference.commit.tree == yours.commit.tree
-    lines = [(line.kind, line.text) for f in compared.files(2) for hunk in f.hunks for line in hunk.lines]
-    assert ("+", "# my tying goes here") in lines and any(
-        kind == "-" and "self.transformer.wte.weight = self.lm_head.weight" in text for kind, text in lines
+    # the learner's tree against the series' step: their line, and the series' tie they have
+    # not written yet
+    assert (
+        difference.commit.parents == (ours.commit.sha,)
+        and difference.commit.tree == yours.commit.tree
     )
-    assert "my tying" not in (series.repo.git.status("--porcelain") or "")  # history/ itself is untouched
+    lines = [
+        (line.kind, line.text) for f in compared.files(2) for hunk in f.hunks for line in hunk.lines
+    ]
+    assert ("+", "# my tying goes here") in lines and any(
+        kind == "-" and "self.transformer.wte.weight = self.lm_head.weight" in text
+        for kind, text in lines
+    )
+    # history/ itself is untouched
+    assert "my tying" not in (series.repo.git.status("--porcelain") or "")
 
     app = WalkthroughApp(compared, Bookmarks(project / "bookmarks.json"))
 
@@ -214,27 +261,39 @@ def test_compare_shows_the_learners_change_beside_the_step(project):
             return str(app.query_one("#title").render())
 
     title = asyncio.run(run())
-    assert title.startswith(f"Step {exercise.step.number} · Your step")  # one step's versions: no "/3"
+    # one step's versions: no "/3"
+    assert title.startswith(f"Step {exercise.step.number} · Your step")
 
 
 def test_a_failure_that_quotes_a_command_says_where_it_runs(project, capsys, monkeypatch):
-    """A check's message quotes the command its figure came from; that command runs in the learner's tree."""
+    """A check's message quotes the command its figure came from; that command runs in
+    the learner's tree."""
     from walkthrough import checks, exercise
 
     n = tying_step(project)
     cli(capsys, project, str(n))
-    quoted = checks.Result("tying", False, "`python train_gpt2.py --max-steps 2`: expected 1.0, found 2.0", 1.0)
+    quoted = checks.Result(
+        "tying", False, "`python train_gpt2.py --max-steps 2`: expected 1.0, found 2.0", 1.0
+    )
     monkeypatch.setattr(exercise.Exercise, "run_check", lambda self: quoted)
     code, out, _ = cli(capsys, project, str(n), "--check")
     folder = project / f"exercise-{n:02d}-tying"
-    assert code == 1 and out.splitlines()[1] == f"(the commands quoted run in {folder}: cd there to paste one)"
+    assert (
+        code == 1
+        and out.splitlines()[1] == f"(the commands quoted run in {folder}: cd there to paste one)"
+    )
 
 
 def test_the_docs_worked_example_is_what_the_check_prints(project, capsys):
-    """docs/exercises.md's worked example: its mistake, added to the learner's tree, prints exactly its message."""
+    """docs/exercises.md's worked example: its mistake, added to the learner's tree, prints
+    exactly its message."""
     page = (ROOT / "docs" / "exercises.md").read_text()
-    blocks = [line.strip() for line in page.splitlines() if line.startswith("    ") and line.strip()]
-    mistake = next(line for line in blocks if "lm_head.weight" in line and "walkthrough" not in line)
+    blocks = [
+        line.strip() for line in page.splitlines() if line.startswith("    ") and line.strip()
+    ]
+    mistake = next(
+        line for line in blocks if "lm_head.weight" in line and "walkthrough" not in line
+    )
     message = next(line for line in blocks if ": fail: " in line)
     n = tying_step(project)
     cli(capsys, project, str(n))

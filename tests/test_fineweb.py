@@ -1,5 +1,5 @@
-"""fineweb.py: corpus -> GPT-2 token shards. The oracle is tiktoken itself: the shards, read in order, must be the
-documents' encode_ordinary tokens, each preceded by <|endoftext|>."""
+"""fineweb.py: corpus -> GPT-2 token shards. The oracle is tiktoken itself: the shards, read in
+order, must be the documents' encode_ordinary tokens, each preceded by <|endoftext|>."""
 
 import contextlib
 import errno
@@ -48,7 +48,8 @@ def eot_joined(docs: list[str]) -> np.ndarray:
 
 
 def write_docs(folder: Path, docs: list[str]) -> list[Path]:
-    """Each document in a .txt file of its own (fineweb.py reads a text file as one document), in order."""
+    """Each document in a .txt file of its own (fineweb.py reads a text file as one
+    document), in order."""
     folder.mkdir(parents=True, exist_ok=True)
     files = [folder / f"doc{i:05d}.txt" for i in range(len(docs))]
     for path, doc in zip(files, docs, strict=True):
@@ -57,7 +58,8 @@ def write_docs(folder: Path, docs: list[str]) -> list[Path]:
 
 
 def shard_files(out: Path) -> list[Path]:
-    return sorted(out.glob("*.npy"), key=lambda p: p.name.rsplit("_", 1)[1])  # by index: val 000000 first
+    # by index: val 000000 first
+    return sorted(out.glob("*.npy"), key=lambda p: p.name.rsplit("_", 1)[1])
 
 
 def token_stream(out: Path) -> np.ndarray:
@@ -71,19 +73,22 @@ def manifest(out: Path) -> dict:
 def run(*args) -> int:
     argv = [str(a) for a in args]
     try:
-        # two workers unless a test says otherwise, whatever the machine: parallel, yet cheap to start
+        # two workers unless a test says otherwise, whatever the machine: parallel, yet
+        # cheap to start
         return fineweb.main(argv if "--workers" in argv else argv + ["--workers", "2"])
     except SystemExit as e:  # a bad flag: argparse exits
         return e.code
 
 
 def folder(out: Path) -> dict[str, bytes]:
-    """Every file in out but the lock (which each run rewrites with its pid): what a refused run must not change."""
+    """Every file in out but the lock (which each run rewrites with its pid): what a refused run
+    must not change."""
     return {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"}
 
 
 def one_error_line(err: str) -> str:
-    """The error a failed run ends with (progress bars may come before it), checked to be one line, no traceback."""
+    """The error a failed run ends with (progress bars may come before it), checked to be one
+    line, no traceback."""
     *_, last = err.splitlines()
     assert last.startswith("fineweb.py: error: ") and "Traceback" not in err, err
     return last
@@ -112,7 +117,10 @@ def quiet_datasets():
 
 def test_text_files_become_the_eot_joined_encoding_cut_into_exact_shards(tmp_path, capsys):
     out = tmp_path / "shards"
-    assert run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out, "--shard-size", 1000) == 0
+    assert (
+        run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out, "--shard-size", 1000)
+        == 0
+    )
 
     expected = eot_joined(DOCS)
     files = shard_files(out)
@@ -121,7 +129,9 @@ def test_text_files_become_the_eot_joined_encoding_cut_into_exact_shards(tmp_pat
     ]
     shards = [np.load(p) for p in files]
     assert all(s.dtype == np.uint16 for s in shards)
-    assert [len(s) for s in shards[:-1]] == [1000] * (len(shards) - 1) and 0 < len(shards[-1]) <= 1000
+    assert [len(s) for s in shards[:-1]] == [1000] * (len(shards) - 1) and 0 < len(
+        shards[-1]
+    ) <= 1000
     assert np.array_equal(np.concatenate(shards), expected)
 
     m = manifest(out)
@@ -147,13 +157,19 @@ def test_rerun_of_a_finished_run_does_nothing_and_says_so(tmp_path, capsys):
 def test_plain_text_file_is_one_document(tmp_path):
     out = tmp_path / "shakespeare"
     assert run("--files", ROOT / "input.txt", "--out", out, "--shard-size", 100_000) == 0
-    assert [p.name.rsplit("_", 2)[1] for p in shard_files(out)] == ["val", "train", "train", "train"]
+    assert [p.name.rsplit("_", 2)[1] for p in shard_files(out)] == [
+        "val",
+        "train",
+        "train",
+        "train",
+    ]
     assert np.array_equal(token_stream(out), eot_joined([SHAKESPEARE]))
 
 
 @pytest.mark.parametrize("name, decoy", [("a[1].txt", "a1.txt"), ("b*.txt", "bz.txt")])
 def test_a_file_named_like_a_pattern_is_that_file_alone(tmp_path, name, decoy):
-    """datasets reads data_files as glob patterns: `a[1].txt` would be a1.txt, `b*.txt` would add bz.txt."""
+    """datasets reads data_files as glob patterns: `a[1].txt` would be a1.txt, `b*.txt`
+    would add bz.txt."""
     folder = tmp_path / "in [x]"  # the folder's name too
     folder.mkdir()
     (folder / name).write_text(DOCS[0], encoding="utf-8")
@@ -164,9 +180,13 @@ def test_a_file_named_like_a_pattern_is_that_file_alone(tmp_path, name, decoy):
 
 
 def test_the_lectures_loader_reads_the_shards(tmp_path):
-    # the reproduction lecture's loader: files whose name holds the split, sorted, each loaded with np.load
+    # the reproduction lecture's loader: files whose name holds the split, sorted, each
+    # loaded with np.load
     out = tmp_path / "out"
-    assert run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out, "--shard-size", 3000) == 0
+    assert (
+        run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out, "--shard-size", 3000)
+        == 0
+    )
     streams = {}
     for split in ["val", "train"]:
         names = sorted(s for s in os.listdir(out) if split in s)
@@ -207,7 +227,8 @@ def test_refuses_to_mix_settings_in_one_folder(tmp_path, capsys, quiet_datasets)
 def test_refuses_a_folder_of_shards_without_a_manifest(tmp_path, capsys, quiet_datasets):
     out = tmp_path / "out"
     out.mkdir()
-    np.save(out / "edufineweb_train_000001.npy", np.zeros(10, dtype=np.uint16))  # the lecture's script, say
+    # the lecture's script, say
+    np.save(out / "edufineweb_train_000001.npy", np.zeros(10, dtype=np.uint16))
     assert run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out) == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "no manifest.json" in err
@@ -233,7 +254,9 @@ def test_missing_file_and_a_folder_for_a_file(tmp_path, capsys, quiet_datasets):
     ],
 )
 def test_bad_flags_are_one_line_before_any_work(tmp_path, capsys, flags, complaint):
-    assert run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", tmp_path / "out", *flags) == 1
+    assert (
+        run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", tmp_path / "out", *flags) == 1
+    )
     err = capsys.readouterr().err
     assert err.splitlines() == [f"fineweb.py: error: {complaint} (see --help)"]
     assert not (tmp_path / "out").exists()
@@ -245,24 +268,35 @@ def test_running_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch, quiet_
 
     monkeypatch.setattr(fineweb.ShardBuffer, "take", no_memory)
     out = tmp_path / "out"
-    assert run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out, "--shard-size", 1000) == 1
+    assert (
+        run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out, "--shard-size", 1000)
+        == 1
+    )
     line = one_error_line(capsys.readouterr().err)
-    assert line.startswith("fineweb.py: error: out of memory: ") and "(try a smaller --shard-size)" in line
-    assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing written, nothing half-written
+    assert (
+        line.startswith("fineweb.py: error: out of memory: ")
+        and "(try a smaller --shard-size)" in line
+    )
+    # nothing written, nothing half-written
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]
 
 
 @pytest.mark.parametrize(
     "make, complaint",
     [
         (lambda out: None, "no such folder, nothing to verify"),
-        (lambda out: out.mkdir(), "holds no manifest.json (not a folder fineweb.py wrote): nothing to verify"),
+        (
+            lambda out: out.mkdir(),
+            "holds no manifest.json (not a folder fineweb.py wrote): nothing to verify",
+        ),
     ],
 )
 def test_verify_on_a_folder_that_holds_no_shards(tmp_path, capsys, make, complaint):
     make(tmp_path / "out")
     assert run("--verify", "--out", tmp_path / "out") == 1
     assert capsys.readouterr().err.splitlines() == [
-        f"fineweb.py: error: {tmp_path / 'out'}{':' * (not (tmp_path / 'out').exists())} {complaint}"
+        f"fineweb.py: error: {tmp_path / 'out'}{':' * (not (tmp_path / 'out').exists())} "
+        f"{complaint}"
     ]
 
 
@@ -319,7 +353,9 @@ def test_verify_names_each_bad_shard_and_a_rerun_rebuilds_them(tmp_path, capsys)
     assert run("--verify", "--out", out) == 1
     bad_lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("BAD")]
     assert len(bad_lines) == 2
-    assert truncated.name in bad_lines[0] and flipped.name in bad_lines[1] and "sha256" in bad_lines[1]
+    assert (
+        truncated.name in bad_lines[0] and flipped.name in bad_lines[1] and "sha256" in bad_lines[1]
+    )
 
     truncated.unlink()  # what the message advises: delete them and rerun
     flipped.unlink()
@@ -328,8 +364,8 @@ def test_verify_names_each_bad_shard_and_a_rerun_rebuilds_them(tmp_path, capsys)
     assert run("--verify", "--out", out) == 0
 
 
-# ~250k tokens: hundreds of shards of 800 tokens, so the run lasts long enough to interrupt; and 4,000 documents:
-# 16 tasks, so that work is left for a worker to die in the middle of
+# ~250k tokens: hundreds of shards of 800 tokens, so the run lasts long enough to interrupt; and
+# 4,000 documents: 16 tasks, so that work is left for a worker to die in the middle of
 BIG_DOCS = sample_documents(4000, seed=1, longest=400)
 
 
@@ -342,7 +378,11 @@ def clean_run(tmp_path_factory):
 
 
 def descendants(pid: int) -> list[int]:
-    children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    children = [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
     return children + [d for child in children for d in descendants(child)]
 
 
@@ -357,14 +397,17 @@ def wait_for_shards(out: Path, count: int, process: subprocess.Popen) -> None:
 
 
 def wait_until_stopped(pid: int) -> None:
-    """kill() returns before a running process has taken its SIGSTOP: wait until every thread of it has."""
-    deadline = time.monotonic() + 120  # a bound for a hang: a busy machine is slow to schedule the stop
+    """kill() returns before a running process has taken its SIGSTOP: wait until every thread
+    of it has."""
+    # a bound for a hang: a busy machine is slow to schedule the stop
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
             tasks = [Path(task, "stat").read_text() for task in Path(f"/proc/{pid}/task").iterdir()]
         except FileNotFoundError:  # a thread ended while we looked: look again
             continue
-        if all(stat.rsplit(")", 1)[1].split()[0] in "tT" for stat in tasks):  # the state follows "(name)"
+        # the state follows "(name)"
+        if all(stat.rsplit(")", 1)[1].split()[0] in "tT" for stat in tasks):
             return
         time.sleep(0.002)
     pytest.fail(f"process {pid} did not stop")
@@ -372,23 +415,25 @@ def wait_until_stopped(pid: int) -> None:
 
 @contextlib.contextmanager
 def fineweb_process(*args):
-    """`python fineweb.py ARGS` in a process group of its own (so a test can signal the whole job, as a terminal does),
-    killed with all its workers when the test is done with it."""
+    """`python fineweb.py ARGS` in a process group of its own (so a test can signal the whole job,
+    as a terminal does), killed with all its workers when the test is done with it."""
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "fineweb.py"), *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        # a job a shell starts in the background (`pytest &`, some CI runners) ignores SIGINT, and so would the run
-        # it starts: give the run Ctrl-C's default, as a user's foreground command has
+        # a job a shell starts in the background (`pytest &`, some CI runners) ignores SIGINT,
+        # and so would the run it starts: give the run Ctrl-C's default, as a user's
+        # foreground command has
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         yield process
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the job, should the test have failed
+            # whatever is left of the job, should the test have failed
+            os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
 
 
@@ -400,38 +445,52 @@ def assert_same_shards(out: Path, reference: Path) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
-@pytest.mark.parametrize("interrupt", ["kill the parent", "kill the workers", "kill one worker", "ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    "interrupt", ["kill the parent", "kill the workers", "kill one worker", "ctrl-c", "sigterm"]
+)
 def test_interrupted_run_resumes_to_identical_bytes(tmp_path, capsys, clean_run, interrupt):
     if interrupt in ("kill the workers", "kill one worker") and not Path("/proc").is_dir():
         pytest.skip("finds the workers' pids in Linux's /proc")
     files, clean = clean_run
     out = tmp_path / "out"
-    with fineweb_process("--files", *files, "--out", out, "--shard-size", 800, "--workers", 2) as process:
+    with fineweb_process(
+        "--files", *files, "--out", out, "--shard-size", 800, "--workers", 2
+    ) as process:
         wait_for_shards(out, 3, process)
         if interrupt == "kill the parent":
             workers = descendants(process.pid) if Path("/proc").is_dir() else []
             for pid in workers:
-                os.kill(pid, signal.SIGSTOP)  # frozen, they cannot follow their parent: do they hold its lock too?
+                # frozen, they cannot follow their parent: do they hold its lock too?
+                os.kill(pid, signal.SIGSTOP)
             os.kill(process.pid, signal.SIGKILL)
-            process.wait(timeout=300)  # not communicate(): the frozen workers keep the output pipes open
+            # not communicate(): the frozen workers keep the output pipes open
+            process.wait(timeout=300)
             import fcntl  # POSIX only, as this test is
 
-            with open(out / ".lock") as lock:  # the lock died with its holder: the next run may start at once
+            # the lock died with its holder: the next run may start at once
+            with open(out / ".lock") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             err = ""
         else:
             if interrupt == "kill the workers":  # as the OOM killer might
                 for pid in descendants(process.pid):
                     os.kill(pid, signal.SIGKILL)
-            elif interrupt == "kill one worker":  # the pool must stop the other one, or the run hangs
+            elif interrupt == "kill one worker":
+                # the pool must stop the other one, or the run hangs
                 os.kill(descendants(process.pid)[0], signal.SIGKILL)
             elif interrupt == "ctrl-c":
                 os.killpg(process.pid, signal.SIGINT)  # what the terminal sends to the whole job
             else:
-                os.killpg(process.pid, signal.SIGTERM)  # what `kill`, a job scheduler or a stopping container sends
-            # the whole run takes a few seconds: one that went on after the signal would finish, and fail the asserts
+                # what `kill`, a job scheduler or a stopping container sends
+                os.killpg(process.pid, signal.SIGTERM)
+            # the whole run takes a few seconds: one that went on after the signal would finish, and
+            # fail the asserts
             _, err = process.communicate(timeout=300)
-    expected_code = {"kill the parent": -signal.SIGKILL, "kill the workers": 1, "kill one worker": 1}
+    expected_code = {
+        "kill the parent": -signal.SIGKILL,
+        "kill the workers": 1,
+        "kill one worker": 1,
+    }
     expected_code |= {"ctrl-c": 130, "sigterm": 130}
     assert process.returncode == expected_code[interrupt], err
     if interrupt != "kill the parent":
@@ -441,7 +500,8 @@ def test_interrupted_run_resumes_to_identical_bytes(tmp_path, capsys, clean_run,
 
     capsys.readouterr()
     assert run("--files", *files, "--out", out, "--shard-size", 800, "--workers", 1) == 0
-    assert "resuming after" in capsys.readouterr().out  # not starting over, which would give the same bytes too
+    # not starting over, which would give the same bytes too
+    assert "resuming after" in capsys.readouterr().out
     assert_same_shards(out, clean)
     assert not list(out.glob("*.tmp"))
 
@@ -450,16 +510,21 @@ def test_interrupted_run_resumes_to_identical_bytes(tmp_path, capsys, clean_run,
 def test_one_run_per_folder(tmp_path, capsys, clean_run, quiet_datasets):
     files, clean = clean_run
     out = tmp_path / "out"
-    with fineweb_process("--files", *files, "--out", out, "--shard-size", 800, "--workers", 2) as first:
+    with fineweb_process(
+        "--files", *files, "--out", out, "--shard-size", 800, "--workers", 2
+    ) as first:
         wait_for_shards(out, 3, first)
-        os.killpg(first.pid, signal.SIGSTOP)  # frozen while holding the folder: the test decides when it goes on
-        wait_until_stopped(first.pid)  # else its writer may still be renaming a file when `before` is read
+        # frozen while holding the folder: the test decides when it goes on
+        os.killpg(first.pid, signal.SIGSTOP)
+        # else its writer may still be renaming a file when `before` is read
+        wait_until_stopped(first.pid)
         before = folder(out)
-        # a second run of other settings would cut the rest into shards of another size, under the same manifest
+        # a second run of other settings would cut the rest into shards of another size, under
+        # the same manifest
         assert run("--files", *files, "--out", out, "--shard-size", 1600) == 1
         assert one_error_line(capsys.readouterr().err) == (
-            f"fineweb.py: error: {out} is in use by another process (pid {first.pid}): wait for it, "
-            "or choose another folder"
+            f"fineweb.py: error: {out} is in use by another process (pid {first.pid}): "
+            "wait for it, or choose another folder"
         )
         assert folder(out) == before
         os.killpg(first.pid, signal.SIGCONT)
@@ -476,12 +541,14 @@ def test_one_run_per_folder(tmp_path, capsys, clean_run, quiet_datasets):
 
 
 def failing_on(call, error, original):
-    """A stand-in for `original` that fails on its `call`-th call, as a disk that fills up or turns read-only does."""
+    """A stand-in for `original` that fails on its `call`-th call, as a disk that fills up or
+    turns read-only does."""
     calls = itertools.count(1)
 
     def fail(*args, **kwargs):
         if next(calls) == call:
-            raise OSError(error, os.strerror(error))  # as the kernel's refusal arrives: no file name
+            # as the kernel's refusal arrives: no file name
+            raise OSError(error, os.strerror(error))
         return original(*args, **kwargs)
 
     return fail
@@ -491,7 +558,8 @@ def failing_on(call, error, original):
     "target, call, error",
     [
         ("np.save", 3, errno.ENOSPC),  # a full disk while a shard is written
-        ("os.fsync", 5, errno.EROFS),  # remounted read-only: the manifest's 3rd write, after 2 shards
+        # remounted read-only: the manifest's 3rd write, after 2 shards
+        ("os.fsync", 5, errno.EROFS),
     ],
 )
 def test_a_disk_that_refuses_a_write_is_one_line_and_the_rerun_resumes(
@@ -506,14 +574,18 @@ def test_a_disk_that_refuses_a_write_is_one_line_and_the_rerun_resumes(
     assert run("--files", *files, "--out", out, "--shard-size", 1000, "--workers", 1) == 1
     monkeypatch.undo()
     line = one_error_line(capsys.readouterr().err)  # naming the file being written
-    assert line.startswith(f"fineweb.py: error: {out}{os.sep}") and line.endswith(f": {os.strerror(error)}")
+    assert line.startswith(f"fineweb.py: error: {out}{os.sep}") and line.endswith(
+        f": {os.strerror(error)}"
+    )
     assert not list(out.glob("*.tmp")) and not manifest(out)["complete"]
     assert run("--files", *files, "--out", out, "--shard-size", 1000) == 0
     assert "resuming after" in capsys.readouterr().out
     assert_same_shards(out, clean)
 
 
-@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root writes to a read-only folder anyway")
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="root writes to a read-only folder anyway"
+)
 def test_a_read_only_folder_is_one_line(tmp_path, capsys, quiet_datasets):
     out = tmp_path / "out"
     out.mkdir()
@@ -522,11 +594,15 @@ def test_a_read_only_folder_is_one_line(tmp_path, capsys, quiet_datasets):
         assert run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out) == 1
     finally:
         out.chmod(0o755)
-    assert one_error_line(capsys.readouterr().err) == f"fineweb.py: error: {out / '.lock'}: Permission denied"
+    assert (
+        one_error_line(capsys.readouterr().err)
+        == f"fineweb.py: error: {out / '.lock'}: Permission denied"
+    )
     assert not list(out.iterdir())
 
 
-# one byte of a shard's header changed, each making numpy raise something else (found by trying every byte):
+# one byte of a shard's header changed, each making numpy raise something else (found by
+# trying every byte):
 HEADER_DAMAGE = {
     "TokenError": (10, 0),  # the header dict's "{" -> NUL
     "SyntaxError": (21, ord(",")),  # "<u2" -> ",u2"
@@ -539,7 +615,10 @@ HEADER_DAMAGE = {
 @pytest.mark.parametrize("damage", HEADER_DAMAGE)
 def test_verify_names_a_shard_with_a_damaged_header(tmp_path, capsys, damage):
     out = tmp_path / "out"
-    assert run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out, "--shard-size", 1000) == 0
+    assert (
+        run("--files", *write_docs(tmp_path / "docs", DOCS), "--out", out, "--shard-size", 1000)
+        == 0
+    )
     shard = shard_files(out)[2]
     data = bytearray(shard.read_bytes())
     position, value = HEADER_DAMAGE[damage]
@@ -550,12 +629,15 @@ def test_verify_names_a_shard_with_a_damaged_header(tmp_path, capsys, damage):
     assert run("--verify", "--out", out) == 1
     output = capsys.readouterr()
     bad = [line for line in output.out.splitlines() if line.startswith("BAD")]
-    assert len(bad) == 1 and bad[0].startswith(f"BAD {shard}: ") and "Traceback" not in output.err, output
+    assert (
+        len(bad) == 1 and bad[0].startswith(f"BAD {shard}: ") and "Traceback" not in output.err
+    ), output
 
 
 def test_workers_started_by_spawn_as_on_macos_and_windows(tmp_path):
-    # spawn starts each worker by importing fineweb.py afresh: without the __main__ guard every worker would rerun
-    # the whole job. runpy runs the script as __main__, as `python fineweb.py` does.
+    # spawn starts each worker by importing fineweb.py afresh: without the __main__ guard
+    # every worker would rerun the whole job. runpy runs the script as __main__, as
+    # `python fineweb.py` does.
     spawn = (
         "import multiprocessing, runpy, sys; multiprocessing.set_start_method('spawn'); "
         "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
@@ -589,7 +671,18 @@ def test_train_gpt2_loader_reads_the_shards(tmp_path):
 
     out = tmp_path / "shards"
     assert (
-        fineweb.main(["--files", str(ROOT / "input.txt"), "--out", str(out), "--shard-size", "50000", "--workers", "1"])
+        fineweb.main(
+            [
+                "--files",
+                str(ROOT / "input.txt"),
+                "--out",
+                str(out),
+                "--shard-size",
+                "50000",
+                "--workers",
+                "1",
+            ]
+        )
         == 0
     )
     tokens = [50256] + enc.encode_ordinary(SHAKESPEARE)
@@ -601,4 +694,5 @@ def test_train_gpt2_loader_reads_the_shards(tmp_path):
     assert len(val) == 1 and len(train) == 6
     loader = train_gpt2.DataLoaderLite(train, B=4, T=256)
     stream = np.concatenate([loader.next_batch()[0].flatten().numpy() for _ in range(250)])
-    assert stream.tolist() == tokens[50000 : 50000 + len(stream)]  # across train shard ends, nothing dropped
+    # across train shard ends, nothing dropped
+    assert stream.tolist() == tokens[50000 : 50000 + len(stream)]

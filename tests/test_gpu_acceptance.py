@@ -1,6 +1,7 @@
-"""benchmarks/gpu_acceptance.py: its CPU smoke mode end to end (every phase, every code path), and the parts that only
-decide things on a GPU (the MFU row, the GPU counts, the estimate), with faked devices and figures. The part's peak is
-train_gpt2.py's MFU.lookup, tested in tests/test_train.py."""
+"""benchmarks/gpu_acceptance.py: its CPU smoke mode end to end (every phase, every code
+path), and the parts that only decide things on a GPU (the MFU row, the GPU counts, the
+estimate), with faked devices and figures. The part's peak is train_gpt2.py's MFU.lookup,
+tested in tests/test_train.py."""
 
 import json
 import re
@@ -21,9 +22,21 @@ SCRIPT = ROOT / "benchmarks" / "gpu_acceptance.py"
 
 def test_smoke_mode_runs_every_phase(tmp_path, series_history):
     out = tmp_path / "acceptance.json"
-    argv = [sys.executable, str(SCRIPT), "--smoke", "--out", str(out), "--work", str(tmp_path / "work")]
+    argv = [
+        sys.executable,
+        str(SCRIPT),
+        "--smoke",
+        "--out",
+        str(out),
+        "--work",
+        str(tmp_path / "work"),
+    ]
     proc = subprocess.run(
-        [*argv, "--history", str(series_history)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [*argv, "--history", str(series_history)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     report = json.loads(out.read_text())
@@ -40,9 +53,14 @@ def test_smoke_mode_runs_every_phase(tmp_path, series_history):
     # the ladder: its steps found by Step-Id in the history, the first and the last run and timed
     assert rows["ladder: rungs run"]["measured"].startswith("2 of 7")
     ladder = [row for row in report["rows"] if row["phase"] == "ladder" and "details" in row]
-    assert [row["details"]["slug"] for row in ladder] == ["preset", "weight-decay"]  # the step before tf32, and fused
-    # timed by when its step lines were read: 0 ms where a busy machine delivered them together (speed is not tested)
-    assert all(row["details"]["ms_per_step"] >= 0 and row["details"]["own_dt_ms"] is None for row in ladder[:1])
+    # the step before tf32, and fused
+    assert [row["details"]["slug"] for row in ladder] == ["preset", "weight-decay"]
+    # timed by when its step lines were read: 0 ms where a busy machine delivered them together
+    # (speed is not tested)
+    assert all(
+        row["details"]["ms_per_step"] >= 0 and row["details"]["own_dt_ms"] is None
+        for row in ladder[:1]
+    )
     assert ladder[1]["details"]["own_dt_ms"] > 0  # step 18 prints its own dt, step 10 does not
 
     # the final run: B=8 fails as out of memory (simulated), so B=4 is the largest that fits
@@ -55,13 +73,20 @@ def test_smoke_mode_runs_every_phase(tmp_path, series_history):
     # resume: bitwise on CPU, stopped inside an evaluation step
     resumed = rows["resume: losses against the uninterrupted run"]
     assert resumed["status"] == "ok" and resumed["details"]["max_train_difference"] == 0
-    # sent on step 4's validation line: stopped at step 4 when the signal lands before the check that follows it, at
-    # step 5 when the run got past that check first (on a busy machine the sender reads the line late), as in step 41
-    assert re.match(r"stopped at step [45] ", rows["resume: SIGTERM during an evaluation step"]["measured"])
+    # sent on step 4's validation line: stopped at step 4 when the signal lands before the check
+    # that follows it, at step 5 when the run got past that check first (on a busy machine the
+    # sender reads the line late), as in step 41
+    assert re.match(
+        r"stopped at step [45] ", rows["resume: SIGTERM during an evaluation step"]["measured"]
+    )
     worst = rows["resume: worst case from SIGTERM to exit"]
-    assert worst["status"] == "ok" and worst["details"]["longest_stretch_s"] < worst["details"]["seconds"]
+    assert (
+        worst["status"] == "ok"
+        and worst["details"]["longest_stretch_s"] < worst["details"]["seconds"]
+    )
 
-    # DDP: two gloo processes against the final run; a SIGTERM to the workers stops cleanly with a checkpoint
+    # DDP: two gloo processes against the final run; a SIGTERM to the workers stops cleanly
+    # with a checkpoint
     assert rows["ddp: 2 processes (gloo) against one"]["details"]["max_loss_difference"] <= 1e-5
     stopped = rows["ddp: SIGTERM to the workers (pkill -TERM -P <torchrun>)"]["details"]
     assert stopped["checkpoint"] and stopped["exit_status"] == 0
@@ -78,8 +103,12 @@ def test_gpu_counts_and_ddp_processes():
 
 
 def final_run_lines(basis):
-    """The lines of a final run as train_gpt2.py prints them on a GPU, its MFU basis naming its peak."""
-    return [(0.0, basis), (1.0, "step     0 | loss 10.9 | lr 8e-07 | norm 1.0 | dt 1000.0ms | tok/sec 524288")]
+    """The lines of a final run as train_gpt2.py prints them on a GPU, its MFU basis
+    naming its peak."""
+    return [
+        (0.0, basis),
+        (1.0, "step     0 | loss 10.9 | lr 8e-07 | norm 1.0 | dt 1000.0ms | tok/sec 524288"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -87,7 +116,8 @@ def final_run_lines(basis):
     [
         ("NVIDIA H100 80GB HBM3", 132, 989, "ok"),
         ("NVIDIA H100 PCIe", 114, 756, "ok"),
-        ("NVIDIA H100 PCIe", 114, 989, "FAIL"),  # a run that assumed another peak (as a substring lookup did)
+        # a run that assumed another peak (as a substring lookup did)
+        ("NVIDIA H100 PCIe", 114, 989, "FAIL"),
         ("NVIDIA H800", 132, None, "FAIL"),  # ... or knew none
     ],
 )
@@ -96,12 +126,17 @@ def test_mfu_row_against_train_gpt2s_peak(tmp_path, name, sms, theirs, status):
     tflops, part = MFU.lookup(name, sms)
     device = {"name": name, "part": part, "peak_tflops": tflops, "peak_reason": None}
     report = ga.Report(tmp_path / "r.json", plan, device)
-    basis = f"mfu: 0.851 GFLOPs per token against 1 x {theirs} TFLOPS ({name})" if theirs else "mfu: unknown, ..."
+    basis = (
+        f"mfu: 0.851 GFLOPs per token against 1 x {theirs} TFLOPS ({name})"
+        if theirs
+        else "mfu: unknown, ..."
+    )
     run = ga.Run([], 0, final_run_lines(basis), "", 1.0, False)
     ga.mfu_row(plan, report, run, tok_s=400_000)
     (row,) = report.rows
     assert row["status"] == status
-    # 6N + 12 L C T FLOPs per token for GPT-2 124M with the padded vocabulary, at T=1024 (meters.flops_per_token)
+    # 6N + 12 L C T FLOPs per token for GPT-2 124M with the padded vocabulary, at T=1024
+    # (meters.flops_per_token)
     n_params = 124_475_904 - 1024 * 768  # without the position embeddings
     per_token = 6 * n_params + 12 * 12 * 768 * 1024
     assert row["details"]["flops_per_token"] == per_token
@@ -120,8 +155,10 @@ def test_estimate_from_what_was_measured(tmp_path):
         hours[len(measured)] = row["details"]["hours"]
         assert "(an estimate)" in row["measured"] and "8 x H100 SXM" in row["check"]
     tokens = 19073 * 524288
-    assert hours[1] == pytest.approx(tokens / (8 * 400e3) / 3600, abs=0.01)  # perfect scaling assumed
-    assert hours[3] == pytest.approx(tokens / (8 * 400e3 * 0.95) / 3600, abs=0.01)  # 2 GPUs scaled 95%
+    # perfect scaling assumed
+    assert hours[1] == pytest.approx(tokens / (8 * 400e3) / 3600, abs=0.01)
+    # 2 GPUs scaled 95%
+    assert hours[3] == pytest.approx(tokens / (8 * 400e3 * 0.95) / 3600, abs=0.01)
     report = ga.Report(tmp_path / "r.json", plan, device)
     report.measured.update(tok_s=400e3, ddp_tok_s=3.0e6, ddp_nproc=8)
     ga.estimate(plan, report)
@@ -129,13 +166,20 @@ def test_estimate_from_what_was_measured(tmp_path):
 
 
 def test_mistakes_are_one_line(tmp_path):
-    bad = subprocess.run([sys.executable, str(SCRIPT), "--skip", "everything"], capture_output=True, text=True)
-    assert bad.returncode == 1 and "invalid choice" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), "--skip", "everything"], capture_output=True, text=True
+    )
+    assert (
+        bad.returncode == 1 and "invalid choice" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    )
     if torch.cuda.is_available():
         return
     out = tmp_path / "r.json"
-    no_gpu = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], capture_output=True, text=True)
+    no_gpu = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out)], capture_output=True, text=True
+    )
     assert no_gpu.returncode == 1 and no_gpu.stderr.strip().splitlines() == [
-        "gpu_acceptance.py: error: no CUDA GPU here: `--smoke` runs the same checks on CPU with a tiny model"
+        "gpu_acceptance.py: error: no CUDA GPU here: "
+        "`--smoke` runs the same checks on CPU with a tiny model"
     ]
     assert not out.exists()

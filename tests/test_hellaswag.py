@@ -1,5 +1,5 @@
-"""hellaswag_scoring.py and hellaswag.py against oracles: the lecture's one-example-at-a-time scorer (reference.py),
-transformers' GPT-2, lm-eval, torch's gloo all-reduce.
+"""hellaswag_scoring.py and hellaswag.py against oracles: the lecture's one-example-at-a-time scorer
+(reference.py), transformers' GPT-2, lm-eval, torch's gloo all-reduce.
 
 Everything runs offline on a synthetic HellaSwag-format file and a small random model.
 """
@@ -23,7 +23,8 @@ from reference import lecture_losses, lecture_predictions
 from train_gpt2 import GPT, GPTConfig
 
 N_EXAMPLES = 11  # odd: ranks get unequal shares and batches of 4 leave a partial one
-CONFIG = GPTConfig(block_size=128, vocab_size=50304, n_layer=2, n_head=2, n_embd=32)  # padded vocab, as trained
+# padded vocab, as trained
+CONFIG = GPTConfig(block_size=128, vocab_size=50304, n_layer=2, n_head=2, n_embd=32)
 
 
 def write_jsonl(path, rows):
@@ -33,7 +34,9 @@ def write_jsonl(path, rows):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return write_jsonl(tmp_path_factory.mktemp("data") / "val.jsonl", synthetic_examples(N_EXAMPLES))
+    return write_jsonl(
+        tmp_path_factory.mktemp("data") / "val.jsonl", synthetic_examples(N_EXAMPLES)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +49,8 @@ def model():
     torch.manual_seed(0)
     model = GPT(CONFIG).eval()
     with torch.no_grad():
-        model.lm_head.weight.mul_(30)  # confident logits: the endings' losses differ by far more than float noise
+        # confident logits: the endings' losses differ by far more than float noise
+        model.lm_head.weight.mul_(30)
     return model
 
 
@@ -65,7 +69,9 @@ def run_main(capsys, *argv):
 
 
 def printed(out, name):
-    return float(next(line.split()[1] for line in out.splitlines()[::-1] if line.split()[:1] == [name]))
+    return float(
+        next(line.split()[1] for line in out.splitlines()[::-1] if line.split()[:1] == [name])
+    )
 
 
 # ---- 1. the batched scorer equals the one-at-a-time reference
@@ -73,7 +79,9 @@ def printed(out, name):
 
 @pytest.mark.parametrize("batch_size, fixed_shape", [(1, False), (4, False), (4, True), (16, True)])
 def test_batched_equals_reference(model, examples, batch_size, fixed_shape):
-    ours = hellaswag_scoring.predict(model, examples, device="cpu", batch_size=batch_size, fixed_shape=fixed_shape)
+    ours = hellaswag_scoring.predict(
+        model, examples, device="cpu", batch_size=batch_size, fixed_shape=fixed_shape
+    )
     assert ours == lecture_predictions(model, examples)
 
 
@@ -89,19 +97,23 @@ def test_losses_equal_reference(model, examples, padding):
 
 
 def test_harness_greedy_continuation(checkpoint):
-    # lm-eval's is_greedy: a continuation made of the model's own argmax choices is greedy; change its last token and
-    # it is not
+    # lm-eval's is_greedy: a continuation made of the model's own argmax choices is greedy; change
+    # its last token and it is not
     lm = hellaswag.HarnessLM(checkpoint=str(checkpoint))
     ctx = [464, 3290, 318]
     with torch.no_grad():
-        cont = lm.model.generate(torch.tensor([ctx]), max_new_tokens=3, top_k=1)[0, len(ctx) :].tolist()
+        cont = lm.model.generate(torch.tensor([ctx]), max_new_tokens=3, top_k=1)[
+            0, len(ctx) :
+        ].tolist()
     results = lm._loglikelihoods([(ctx, cont), (ctx, cont[:-1] + [cont[-1] ^ 1])])
     assert [is_greedy for _, is_greedy in results] == [True, False]
 
 
 def test_evaluate_counts_and_training_mode(model, examples):
     model.train()
-    correct, correct_norm, total = hellaswag_scoring.evaluate(model, examples, device="cpu", batch_size=4)
+    correct, correct_norm, total = hellaswag_scoring.evaluate(
+        model, examples, device="cpu", batch_size=4
+    )
     assert model.training  # restored for the training loop
     model.eval()
     reference = lecture_predictions(model, examples)
@@ -111,15 +123,22 @@ def test_evaluate_counts_and_training_mode(model, examples):
 
 
 def test_cli_on_checkpoint(capsys, checkpoint, data, model, examples):
-    rc, out, _ = run_main(capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 3, "--device", "cpu")
+    rc, out, _ = run_main(
+        capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 3, "--device", "cpu"
+    )
     assert rc == 0
     reference, n = lecture_predictions(model, examples), len(examples)
-    assert printed(out, "acc") == round(sum(p == ex["label"] for (p, _), ex in zip(reference, examples)) / n, 4)
-    assert printed(out, "acc_norm") == round(sum(p == ex["label"] for (_, p), ex in zip(reference, examples)) / n, 4)
+    assert printed(out, "acc") == round(
+        sum(p == ex["label"] for (p, _), ex in zip(reference, examples)) / n, 4
+    )
+    assert printed(out, "acc_norm") == round(
+        sum(p == ex["label"] for (_, p), ex in zip(reference, examples)) / n, 4
+    )
 
 
 def test_cli_on_transformers_folder(capsys, tmp_path, data, examples):
-    # --model takes a local transformers folder; transformers' own GPT-2 is the oracle for the predictions
+    # --model takes a local transformers folder; transformers' own GPT-2 is the oracle
+    # for the predictions
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(1)
@@ -127,14 +146,21 @@ def test_cli_on_transformers_folder(capsys, tmp_path, data, examples):
     with torch.no_grad():
         hf.lm_head.weight.mul_(30)  # tied to wte, as in ours: confident logits
     hf.save_pretrained(tmp_path / "tiny-gpt2")
-    rc, out, _ = run_main(capsys, "--model", tmp_path / "tiny-gpt2", "--data", data, "--limit", 6, "--device", "cpu")
+    rc, out, _ = run_main(
+        capsys, "--model", tmp_path / "tiny-gpt2", "--data", data, "--limit", 6, "--device", "cpu"
+    )
     assert rc == 0
     expected = lecture_predictions(lambda idx: (hf(idx).logits, None), examples[:6])
-    assert printed(out, "acc") == round(sum(p == ex["label"] for (p, _), ex in zip(expected, examples)) / 6, 4)
-    assert printed(out, "acc_norm") == round(sum(p == ex["label"] for (_, p), ex in zip(expected, examples)) / 6, 4)
+    assert printed(out, "acc") == round(
+        sum(p == ex["label"] for (p, _), ex in zip(expected, examples)) / 6, 4
+    )
+    assert printed(out, "acc_norm") == round(
+        sum(p == ex["label"] for (_, p), ex in zip(expected, examples)) / 6, 4
+    )
 
 
-# ---- 2. lm-eval, on a task over the same file (file_task), agrees with us where the definitions agree
+# ---- 2. lm-eval, on a task over the same file (file_task), agrees with us where
+# the definitions agree
 
 
 def test_lm_eval_agrees(checkpoint, data, model, examples):
@@ -155,11 +181,22 @@ def test_lm_eval_agrees(checkpoint, data, model, examples):
 
 def test_cli_harness_scores_our_file(capsys, checkpoint, data):
     rc, out, _ = run_main(
-        capsys, "--checkpoint", checkpoint, "--harness", "--data", data, "--limit", 4, "--device", "cpu"
+        capsys,
+        "--checkpoint",
+        checkpoint,
+        "--harness",
+        "--data",
+        data,
+        "--limit",
+        4,
+        "--device",
+        "cpu",
     )
     assert rc == 0
     assert "|hellaswag_file|" in out and "acc_norm" in out
-    rc, ours, _ = run_main(capsys, "--checkpoint", checkpoint, "--data", data, "--limit", 4, "--device", "cpu")
+    rc, ours, _ = run_main(
+        capsys, "--checkpoint", checkpoint, "--data", data, "--limit", 4, "--device", "cpu"
+    )
     assert printed(out, "acc") == printed(ours, "acc")
 
 
@@ -169,16 +206,24 @@ def test_rolling_loglikelihood(checkpoint, model):
 
     lm = hellaswag.HarnessLM(checkpoint=str(checkpoint))
     texts = ["A short text.", " ".join(synthetic_examples(20, seed=1)[i]["ctx"] for i in range(20))]
-    got = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0) for text in texts])
+    got = lm.loglikelihood_rolling(
+        [Instance("loglikelihood_rolling", {}, (text,), 0) for text in texts]
+    )
     tokens = [lm.enc.encode_ordinary(text) for text in texts]
-    assert len(tokens[0]) < CONFIG.block_size < 2 * CONFIG.block_size < len(tokens[1])  # one window, then several
+    # one window, then several
+    assert len(tokens[0]) < CONFIG.block_size < 2 * CONFIG.block_size < len(tokens[1])
     for ll, text_tokens in zip(got, tokens):
-        # lm-eval's definition: each window's input through the model, its last len(preds) positions scored
+        # lm-eval's definition: each window's input through the model, its last
+        # len(preds) positions scored
         expected = 0.0
-        for inputs, preds in get_rolling_token_windows(text_tokens, common.EOT, CONFIG.block_size, context_len=1):
+        for inputs, preds in get_rolling_token_windows(
+            text_tokens, common.EOT, CONFIG.block_size, context_len=1
+        ):
             with torch.no_grad():
                 logits, _ = model(torch.tensor([inputs]))
-            expected -= F.cross_entropy(logits[0, -len(preds) :], torch.tensor(preds), reduction="sum").item()
+            expected -= F.cross_entropy(
+                logits[0, -len(preds) :], torch.tensor(preds), reduction="sum"
+            ).item()
         assert ll == pytest.approx(expected, rel=1e-5)
 
 
@@ -186,10 +231,21 @@ def test_rolling_loglikelihood(checkpoint, model):
 
 
 def _rank(rank, world_size, init_file, checkpoint, data, out):
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
-    model, examples = hellaswag.load_model(checkpoint=checkpoint), hellaswag_scoring.load_examples(data)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
+    )
+    model, examples = (
+        hellaswag.load_model(checkpoint=checkpoint),
+        hellaswag_scoring.load_examples(data),
+    )
     counts = hellaswag_scoring.evaluate(
-        model, examples, device="cpu", batch_size=2, rank=rank, world_size=world_size, fixed_shape=True
+        model,
+        examples,
+        device="cpu",
+        batch_size=2,
+        rank=rank,
+        world_size=world_size,
+        fixed_shape=True,
     )
     counts = torch.tensor(counts)
     dist.all_reduce(counts)
@@ -206,7 +262,10 @@ def test_two_ranks_sum_to_single_process(tmp_path, checkpoint, data, model, exam
 
 
 def test_ranks_split_examples(model, examples):
-    shares = [hellaswag_scoring.evaluate(model, examples, device="cpu", rank=r, world_size=3)[2] for r in range(3)]
+    shares = [
+        hellaswag_scoring.evaluate(model, examples, device="cpu", rank=r, world_size=3)[2]
+        for r in range(3)
+    ]
     assert shares == [4, 4, 3]
 
 
@@ -216,19 +275,33 @@ def test_ranks_split_examples(model, examples):
 def test_compiled_equals_eager(model, examples):
     torch._dynamo.reset()
     compiled = torch.compile(model, dynamic=False)
-    got = hellaswag_scoring.predict(compiled, examples, device="cpu", batch_size=4, fixed_shape=True)
+    got = hellaswag_scoring.predict(
+        compiled, examples, device="cpu", batch_size=4, fixed_shape=True
+    )
     assert got == hellaswag_scoring.predict(model, examples, device="cpu", batch_size=4)
     # one shape for every batch, the partial last one included: compiled once
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
 
 
 def test_cli_compile(capsys, checkpoint, data):
-    # the same shapes as above (batches of 4, the longest row), so inductor's cache spares most of a second compile
+    # the same shapes as above (batches of 4, the longest row), so inductor's cache spares most of
+    # a second compile
     rc, compiled, _ = run_main(
-        capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 4, "--compile", "--device", "cpu"
+        capsys,
+        "--checkpoint",
+        checkpoint,
+        "--data",
+        data,
+        "--batch-size",
+        4,
+        "--compile",
+        "--device",
+        "cpu",
     )
     assert rc == 0
-    rc, eager, _ = run_main(capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 4, "--device", "cpu")
+    rc, eager, _ = run_main(
+        capsys, "--checkpoint", checkpoint, "--data", data, "--batch-size", 4, "--device", "cpu"
+    )
     for metric in ("acc", "acc_norm"):
         assert printed(compiled, metric) == printed(eager, metric)
 
@@ -246,7 +319,10 @@ GOOD = synthetic_examples(1)[0]
         ("[1, 2]", "expected a JSON object"),
         (json.dumps({k: v for k, v in GOOD.items() if k != "endings"}), "missing field endings"),
         (json.dumps({**GOOD, "ctx": 3}), "ctx must be a string"),
-        (json.dumps({**GOOD, "endings": GOOD["endings"][:3]}), "endings must be a list of 4 strings"),
+        (
+            json.dumps({**GOOD, "endings": GOOD["endings"][:3]}),
+            "endings must be a list of 4 strings",
+        ),
         (json.dumps({**GOOD, "label": 4}), "label must be an integer 0..3"),
         (json.dumps({**GOOD, "label": -1}), "label must be an integer 0..3"),
         (json.dumps({**GOOD, "label": "2"}), "label must be an integer 0..3"),
@@ -255,7 +331,8 @@ GOOD = synthetic_examples(1)[0]
 )
 def test_bad_data_names_the_line(tmp_path, capsys, line, message):
     path = tmp_path / "bad.jsonl"
-    path.write_text(json.dumps(GOOD) + "\n\n" + line + "\n")  # the blank line 2 is skipped, line 3 is bad
+    # the blank line 2 is skipped, line 3 is bad
+    path.write_text(json.dumps(GOOD) + "\n\n" + line + "\n")
     with pytest.raises(common.UserError, match=f"bad.jsonl:3: {message}"):
         hellaswag_scoring.load_examples(path)
     rc, out, err = run_main(capsys, "--data", path, "--device", "cpu")
@@ -289,13 +366,17 @@ def test_checkpoint_errors(tmp_path, capsys, checkpoint, data):
         "unknown_field.pt": "its config does not fit GPTConfig",
     }
     for name, message in cases.items():
-        rc, out, err = run_main(capsys, "--checkpoint", tmp_path / name, "--data", data, "--device", "cpu")
+        rc, out, err = run_main(
+            capsys, "--checkpoint", tmp_path / name, "--data", data, "--device", "cpu"
+        )
         assert rc == 1 and out == "", name
         assert err.count("\n") == 1 and message in err, (name, err)
 
 
 def test_model_that_does_not_exist(tmp_path, capsys, data):
-    rc, _, err = run_main(capsys, "--model", tmp_path / "no-such-folder", "--data", data, "--device", "cpu")
+    rc, _, err = run_main(
+        capsys, "--model", tmp_path / "no-such-folder", "--data", data, "--device", "cpu"
+    )
     assert rc == 1 and err.count("\n") == 1 and "cannot load model" in err
 
 
@@ -313,7 +394,16 @@ def test_harness_scores_the_file_named_not_a_pattern(capsys, checkpoint, data, t
     odd.write_text(Path(data).read_text())
     (tmp_path / "val1.jsonl").write_text("what the name would match as a pattern\n")
     rc, out, _ = run_main(
-        capsys, "--checkpoint", checkpoint, "--harness", "--data", odd, "--limit", 2, "--device", "cpu"
+        capsys,
+        "--checkpoint",
+        checkpoint,
+        "--harness",
+        "--data",
+        odd,
+        "--limit",
+        2,
+        "--device",
+        "cpu",
     )
     assert rc == 0 and "|hellaswag_file|" in out
 
@@ -321,12 +411,16 @@ def test_harness_scores_the_file_named_not_a_pattern(capsys, checkpoint, data, t
 def test_harness_checks_the_file_first(capsys, checkpoint, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"ctx": "a", "endings": ["b"], "label": 0}\n')
-    rc, _, err = run_main(capsys, "--checkpoint", checkpoint, "--harness", "--data", bad, "--device", "cpu")
+    rc, _, err = run_main(
+        capsys, "--checkpoint", checkpoint, "--harness", "--data", bad, "--device", "cpu"
+    )
     assert rc == 1 and err.count("\n") == 1 and "bad.jsonl" in err
 
 
 def test_harness_unknown_task(capsys, checkpoint):
-    rc, _, err = run_main(capsys, "--checkpoint", checkpoint, "--harness", "no_such_task", "--device", "cpu")
+    rc, _, err = run_main(
+        capsys, "--checkpoint", checkpoint, "--harness", "no_such_task", "--device", "cpu"
+    )
     assert rc == 1 and err.count("\n") == 1 and "no task 'no_such_task'" in err
 
 
@@ -375,13 +469,14 @@ def test_download_unreachable(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(hellaswag_scoring, "VAL_URL", (tmp_path / "gone.jsonl").as_uri())
     rc, _, err = run_main(capsys, "--cache-dir", tmp_path / "cache", "--device", "cpu")
     assert rc == 1 and err.count("\n") == 1 and "could not download" in err
-    assert "No such file" in err and ".tmp" not in err, err  # the source's failure, not our temporary file's name
+    # the source's failure, not our temporary file's name
+    assert "No such file" in err and ".tmp" not in err, err
     assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_script_reports_errors_raised_through_lm_eval(tmp_path):
-    # run as a script, the file is loaded twice (__main__ and hellaswag): an error raised in the copy lm-eval's
-    # registry imports must still be one line, not a traceback
+    # run as a script, the file is loaded twice (__main__ and hellaswag): an error raised in the
+    # copy lm-eval's registry imports must still be one line, not a traceback
     script = hellaswag.__file__
     result = subprocess.run(
         [sys.executable, script, "--harness", "--checkpoint", str(tmp_path / "nowhere.pt")],
@@ -390,5 +485,8 @@ def test_script_reports_errors_raised_through_lm_eval(tmp_path):
         timeout=120,
     )
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == f"hellaswag.py: error: no checkpoint at {tmp_path / 'nowhere.pt'}"
+    assert (
+        result.stderr.strip().splitlines()[-1]
+        == f"hellaswag.py: error: no checkpoint at {tmp_path / 'nowhere.pt'}"
+    )
     assert "Traceback" not in result.stderr

@@ -1,5 +1,6 @@
-"""Two torchrun "nodes" on one machine: c10d rendezvous on loopback, one CPU process each, gloo. The run they make
-together must be the single process's run (as tests/test_train.py's two-rank test checks for one node)."""
+"""Two torchrun "nodes" on one machine: c10d rendezvous on loopback, one CPU process each, gloo. The
+run they make together must be the single process's run (as tests/test_train.py's two-rank test
+checks for one node)."""
 
 import socket
 import subprocess
@@ -18,8 +19,8 @@ def free_port():
 
 
 def node(rank, port, args):
-    """One node's torchrun, as on a cluster: the same command on every node but for --node_rank (which c10d ignores:
-    it ranks the nodes as they join; global rank 0 is whichever came first)."""
+    """One node's torchrun, as on a cluster: the same command on every node but for --node_rank
+    (which c10d ignores: it ranks the nodes as they join; global rank 0 is whichever came first)."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -56,17 +57,25 @@ def run_nodes(port, args_of_node):
 
 
 def test_two_nodes_on_loopback_equal_one_process(tmp_path):
-    # two micro-steps per rank, as in the two-rank test: the gradients are synced on the last one only
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 256 --max-steps 6 --device cpu".split()]
+    # two micro-steps per rank, as in the two-rank test: the gradients are synced on the
+    # last one only
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 256 --max-steps 6 --device cpu".split(),
+    ]
     single = run([*common, "--log-dir", str(tmp_path / "single")])
     assert single.returncode == 0, single.stderr
 
     port = free_port()
-    # one shared --log-dir, as on a cluster's shared filesystem: global rank 0 writes it, every rank reads it
+    # one shared --log-dir, as on a cluster's shared filesystem: global rank 0 writes it, every
+    # rank reads it
     nodes = run_nodes(port, [[*common, "--log-dir", str(tmp_path / "nodes")]] * 2)
     for returncode, _, err in nodes:
         assert returncode == 0, err
-    out = "".join(stdout for _, stdout, _ in nodes)  # global rank 0's lines, from whichever node it ran on
+    # global rank 0's lines, from whichever node it ran on
+    out = "".join(stdout for _, stdout, _ in nodes)
     assert "grad accum 4" in single.stdout and "grad accum 2" in out and "x2" in out
     assert "replicas differ by at most 0.000e+00" in out
 
@@ -82,8 +91,14 @@ def test_two_nodes_on_loopback_equal_one_process(tmp_path):
 
 
 def test_nodes_that_do_not_share_the_log_dir_stop_together(tmp_path):
-    # each node its own folder, as on machines whose disks are their own: each would find (or resume) a run of its own
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 2 --device cpu".split()]
+    # each node its own folder, as on machines whose disks are their own: each would find (or
+    # resume) a run of its own
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 128 --max-steps 2 --device cpu".split(),
+    ]
     folders = [tmp_path / "node0", tmp_path / "node1"]
     nodes = run_nodes(free_port(), [[*common, "--log-dir", str(folder)] for folder in folders])
     for returncode, out, err in nodes:
@@ -94,4 +109,5 @@ def test_nodes_that_do_not_share_the_log_dir_stop_together(tmp_path):
             and "Traceback" not in err.split("error:")[0]
         )
         assert "on several machines, --log-dir must be on a filesystem they all share" in err
-    assert [list(folder.iterdir()) for folder in folders if folder.exists()] == [[]]  # rank 0's, its mark removed
+    # rank 0's, its mark removed
+    assert [list(folder.iterdir()) for folder in folders if folder.exists()] == [[]]

@@ -33,7 +33,9 @@ step     1 | loss 10.00 | dt 100.0ms
 def test_read_finds_the_command_the_stand_in_and_the_block():
     promise = read(NARRATION)
     assert promise.commands == ["python train_gpt2.py --pretrained gpt2 --max-steps 2"]
-    assert promise.checked_commands() == ["python train_gpt2.py --pretrained stand-ins/tiny-gpt2 --max-steps 2"]
+    assert promise.checked_commands() == [
+        "python train_gpt2.py --pretrained stand-ins/tiny-gpt2 --max-steps 2"
+    ]
     assert promise.expected == ["loaded...", "...", "step     1 | loss 10.00 | dt 100.0ms"]
     assert promise.tolerance == pytest.approx(0.01)
     assert promise.exit_status == 0
@@ -52,7 +54,10 @@ def test_a_narration_without_its_parts_is_an_error(missing):
 
 def test_the_promise_holds_with_elided_lines_and_other_timings():
     output = (
-        "warning: noise\nloaded gpt2 (124M)\nstep     0 | loss 10.90 | dt 900.1ms\nstep     1 | loss 10.05 | dt 3.2ms\n"
+        "warning: noise\n"
+        "loaded gpt2 (124M)\n"
+        "step     0 | loss 10.90 | dt 900.1ms\n"
+        "step     1 | loss 10.05 | dt 3.2ms\n"
     )
     assert mismatch(read(NARRATION), output) is None
 
@@ -65,7 +70,10 @@ def test_a_number_outside_the_tolerance_breaks_the_promise():
 def test_lines_without_an_ellipsis_between_them_must_be_consecutive():
     promise = read(NARRATION.replace("loaded...\n...\n", "loaded...\n"))
     assert mismatch(promise, "loaded\nstep     1 | loss 10.00 | dt 1ms\n") is None
-    assert mismatch(promise, "loaded\nsomething between\nstep     1 | loss 10.00 | dt 1ms\n") is not None
+    assert (
+        mismatch(promise, "loaded\nsomething between\nstep     1 | loss 10.00 | dt 1ms\n")
+        is not None
+    )
 
 
 @pytest.mark.parametrize(
@@ -77,7 +85,8 @@ def test_lines_without_an_ellipsis_between_them_must_be_consecutive():
         ("1,115,394 characters", "1115394 characters", True),
         ("1,115,394 characters", "1,115,395 characters", True),  # within 0.1%
         ("338,025 tokens", "348,025 tokens", False),
-        ("took 12.0 s, 1,718 tok/sec", "took 93.5 s, 400 tok/sec", True),  # times and throughputs are masked
+        # times and throughputs are masked
+        ("took 12.0 s, 1,718 tok/sec", "took 93.5 s, 400 tok/sec", True),
         ("tokens: 10", "tokens: 10 more", False),  # the text around numbers must be the same
         ("acc 0.2500 acc_norm...", "acc 0.2500 acc_norm 0.5000", True),
         ("acc 0.2500 acc_norm...", "acc 0.5000 acc_norm 0.5000", False),
@@ -89,13 +98,22 @@ def test_line_matches(expected, found, same):
 
 def test_split_runs_commands_as_argument_lists():
     first, second = split("TORCH_LOGS=recompiles python a.py --x 'two words' && ls log/")
-    assert first.env == {"TORCH_LOGS": "recompiles"} and first.argv == ["python", "a.py", "--x", "two words"]
+    assert first.env == {"TORCH_LOGS": "recompiles"} and first.argv == [
+        "python",
+        "a.py",
+        "--x",
+        "two words",
+    ]
     assert second.argv == ["ls", "log/"]
 
 
 def test_and_inside_quotes_is_text():
     first, second = split("""python -c "print(1 and 2 && 3)" && python -c 'x && y'""")
-    assert first.argv == ["python", "-c", "print(1 and 2 && 3)"] and second.argv == ["python", "-c", "x && y"]
+    assert first.argv == ["python", "-c", "print(1 and 2 && 3)"] and second.argv == [
+        "python",
+        "-c",
+        "x && y",
+    ]
 
 
 def test_quoted_python_may_hold_what_a_shell_would_read():
@@ -104,7 +122,16 @@ def test_quoted_python_may_hold_what_a_shell_would_read():
 
 
 @pytest.mark.parametrize(
-    "line", ["python a.py | head", "python a.py > out.txt", "echo $HOME", 'echo "$HOME"', "a; b", "a &", "a 'b' | c"]
+    "line",
+    [
+        "python a.py | head",
+        "python a.py > out.txt",
+        "echo $HOME",
+        'echo "$HOME"',
+        "a; b",
+        "a &",
+        "a 'b' | c",
+    ],
 )
 def test_split_refuses_what_needs_a_shell(line):
     with pytest.raises(NarrationError, match="not a plain command"):
@@ -112,7 +139,9 @@ def test_split_refuses_what_needs_a_shell(line):
 
 
 def test_a_number_too_large_for_a_float_is_compared_not_crashed_on():
-    assert line_matches("loss 1.5e400", "loss 1.5e400") and not line_matches("loss 1.5e400", "loss 2")
+    assert line_matches("loss 1.5e400", "loss 1.5e400") and not line_matches(
+        "loss 1.5e400", "loss 2"
+    )
 
 
 def test_an_unclosed_quote_is_a_narration_error_not_a_crash():
@@ -123,6 +152,8 @@ def test_an_unclosed_quote_is_a_narration_error_not_a_crash():
 def test_the_reader_plans_an_unclosed_quote_as_a_line_it_will_not_run():
     from walkthrough.runner import plan
 
-    narration = NARRATION.replace("python train_gpt2.py --pretrained gpt2 \\\n    --max-steps 2", "python -c 'print(1)")
+    narration = NARRATION.replace(
+        "python train_gpt2.py --pretrained gpt2 \\\n    --max-steps 2", "python -c 'print(1)"
+    )
     [planned] = plan(narration)
     assert planned.commands == () and "not a command a shell could read" in planned.refused

@@ -13,7 +13,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def log_lines(steps, val_every, hella_every=0):
-    """A run's log: train loss falling from ~10.9 towards 3.0 over `steps` steps, val (and HellaSwag) now and then."""
+    """A run's log: train loss falling from ~10.9 towards 3.0 over `steps` steps, val (and
+    HellaSwag) now and then."""
     lines = []
     for step in range(steps):
         loss = 3.0 + 7.9 / (1 + step / 20)
@@ -27,7 +28,9 @@ def log_lines(steps, val_every, hella_every=0):
 
 def test_plot_writes_a_png(tmp_path):
     log = tmp_path / "log.txt"
-    log.write_text("0 val 10.9\n0 hella 0.2500\n0 train 10.95\n1 train 9.5\n250 val 4.1\n250 hella 0.2600\n")
+    log.write_text(
+        "0 val 10.9\n0 hella 0.2500\n0 train 10.95\n1 train 9.5\n250 val 4.1\n250 hella 0.2600\n"
+    )
     series = plot_log.read_series(log)
     assert series["train"] == [(0, 10.95), (1, 9.5)] and series["hella"][-1] == (250, 0.26)
     out = tmp_path / "curves.png"
@@ -53,7 +56,8 @@ def test_a_run_without_hellaswag_gets_no_hellaswag_panel_and_no_fineweb_bar_unle
     log.write_text(log_lines(20, val_every=5))
     (ax,) = plot_log.plot(plot_log.read_series(log), fineweb=False, full=False).axes
     assert set(lines_of(ax)) == {"train loss", "val loss"}
-    assert lines_of(ax)["val loss"].get_marker() == "o"  # four points: each measurement shown, not only a line
+    # four points: each measurement shown, not only a line
+    assert lines_of(ax)["val loss"].get_marker() == "o"
 
     log.write_text(log_lines(20, val_every=5, hella_every=10))
     ax_loss, ax_hella = plot_log.plot(plot_log.read_series(log), fineweb=True, full=False).axes
@@ -68,7 +72,9 @@ def test_the_loss_axis_zooms_on_a_long_run_only(tmp_path):
     series = plot_log.read_series(log)
     (ax,) = plot_log.plot(series, fineweb=True, full=False).axes
     low, high = ax.get_ylim()
-    assert low < 3.2924 < high < 5, "the last nine tenths of the run and the bar fill the axis, 10.9 is off the top"
+    assert low < 3.2924 < high < 5, (
+        "the last nine tenths of the run and the bar fill the axis, 10.9 is off the top"
+    )
     assert "off the top" in ax.get_title()
     (ax,) = plot_log.plot(series, fineweb=True, full=True).axes
     assert ax.get_ylim()[1] > 10.9
@@ -85,17 +91,23 @@ def test_a_run_folder_gets_its_curves_beside_its_log(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == f"wrote {tmp_path / 'curves.png'}"
     (tmp_path / "empty").mkdir()
     assert plot_log.main([str(tmp_path / "empty")]) == 1
-    assert capsys.readouterr().err.strip() == f"plot_log.py: error: no log at {tmp_path / 'empty' / 'log.txt'}"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"plot_log.py: error: no log at {tmp_path / 'empty' / 'log.txt'}"
+    )
 
 
-def test_watch_redraws_when_the_log_changes_and_stops_when_the_run_ends(tmp_path, capsys, monkeypatch):
+def test_watch_redraws_when_the_log_changes_and_stops_when_the_run_ends(
+    tmp_path, capsys, monkeypatch
+):
     log = tmp_path / "log.txt"
     log.write_text("# run 0123456789ab\n")  # a run that has not logged a step yet
     held = lock_folder(tmp_path)  # the run's own lock, which it holds while it runs
     run = ["0 val 10.9\n0 train 10.95\n", "1 train 9.5\n", "", "2 train 9.1\n", None]
     naps = []
 
-    def nap(seconds):  # instead of sleeping: the run logs its lines, then nothing, then more, then it ends
+    # instead of sleeping: the run logs its lines, then nothing, then more, then it ends
+    def nap(seconds):
         naps.append(seconds)
         news = run[len(naps) - 1]
         if news is None:
@@ -109,13 +121,16 @@ def test_watch_redraws_when_the_log_changes_and_stops_when_the_run_ends(tmp_path
     out = capsys.readouterr().out.splitlines()
     assert naps == [0.5] * 5
     # drawn when lines came, never without news; after the run ended, nothing more to wait for
-    assert [line for line in out if line.startswith("wrote")] == [f"wrote {tmp_path / 'curves.png'}"] * 3
+    assert [line for line in out if line.startswith("wrote")] == [
+        f"wrote {tmp_path / 'curves.png'}"
+    ] * 3
     assert out[-3:] == [
         "train: 10.95 at step 0 -> 9.1 at step 2",
         f"wrote {tmp_path / 'curves.png'}",
         f"{log}: no run is writing it: stopped watching",
     ]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "curves.png", "log.txt"]  # no temporary file
+    # no temporary file
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "curves.png", "log.txt"]
 
 
 @pytest.mark.parametrize("seconds", ["0", "-1", "soon"])
@@ -128,18 +143,25 @@ def test_watch_needs_a_positive_interval(tmp_path, capsys, seconds):
 def test_the_run_s_health_gets_a_row_of_its_own(tmp_path):
     log = tmp_path / "log.txt"
     health = "".join(
-        f"{step} lr {6e-4 * (step + 1) / 10:.4e}\n{step} norm {5.0 / (step + 1):.4f}\n" for step in range(10)
+        f"{step} lr {6e-4 * (step + 1) / 10:.4e}\n{step} norm {5.0 / (step + 1):.4f}\n"
+        for step in range(10)
     )
     log.write_text(log_lines(10, val_every=5, hella_every=5) + health)
     fig = plot_log.plot(plot_log.read_series(log), fineweb=False, full=False)
     loss, hella, lr, norm = [ax for ax in fig.axes if ax.axison]
-    assert (lr.get_title(), norm.get_title()) == ("learning rate", "gradient norm (before clipping)")
-    assert list(norm.get_lines()[0].get_ydata()) == pytest.approx([5.0 / (step + 1) for step in range(10)], abs=1e-4)
+    assert (lr.get_title(), norm.get_title()) == (
+        "learning rate",
+        "gradient norm (before clipping)",
+    )
+    assert list(norm.get_lines()[0].get_ydata()) == pytest.approx(
+        [5.0 / (step + 1) for step in range(10)], abs=1e-4
+    )
     assert len(fig.axes) == 4  # two rows of two: no place left empty
 
 
 def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
-    """--watch started before the run: it waits for the log (it exited at once); SIGTERM ends it with status 0."""
+    """--watch started before the run: it waits for the log (it exited at once); SIGTERM ends it
+    with status 0."""
     run_dir = tmp_path / "log" / "cpu"  # not made yet
     watcher = subprocess.Popen(
         [sys.executable, "-m", "tools.plot_log", str(run_dir), "--watch", "0.2"],
@@ -147,7 +169,10 @@ def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert watcher.stderr.readline() == f"waiting for {run_dir / 'log.txt'}: the run has not written it yet\n"
+    assert (
+        watcher.stderr.readline()
+        == f"waiting for {run_dir / 'log.txt'}: the run has not written it yet\n"
+    )
     run_dir.mkdir(parents=True)
     held = lock_folder(run_dir)  # the run, running
     (run_dir / "log.txt").write_text("# run abc\n0 train 10.9\n1 train 10.2\n2 train 9.8\n")
@@ -162,7 +187,8 @@ def test_watch_waits_for_a_run_not_started_yet_and_sigterm_ends_it(tmp_path):
 
 
 def test_a_diverged_value_is_drawn_around_not_a_crash(tmp_path):
-    """A run that diverged logs `inf` or `nan` (step 41 stops it): the zoomed axis is the finite values'."""
+    """A run that diverged logs `inf` or `nan` (step 41 stops it): the zoomed axis is
+    the finite values'."""
     log = tmp_path / "log.txt"
     log.write_text(log_lines(1000, val_every=50) + "1000 val inf\n1000 train nan\n")
     (ax,) = plot_log.plot(plot_log.read_series(log), fineweb=True, full=False).axes
@@ -172,12 +198,18 @@ def test_a_diverged_value_is_drawn_around_not_a_crash(tmp_path):
 
 
 def test_a_run_without_hellaswag_gets_its_loss_across_the_whole_width(tmp_path):
-    """The CPU demo logs no HellaSwag but three health lines: the loss is the top row, none of it left blank."""
+    """The CPU demo logs no HellaSwag but three health lines: the loss is the top row, none of
+    it left blank."""
     log = tmp_path / "log.txt"
-    health = "".join(f"{s} lr {6e-4:.4e}\n{s} norm {5.0 / (s + 1):.4f}\n{s} tok_s {1000 + s}\n" for s in range(20))
+    health = "".join(
+        f"{s} lr {6e-4:.4e}\n{s} norm {5.0 / (s + 1):.4f}\n{s} tok_s {1000 + s}\n"
+        for s in range(20)
+    )
     log.write_text(log_lines(20, val_every=5) + health)
     fig = plot_log.plot(plot_log.read_series(log), fineweb=False, full=False)
     loss, *row = fig.axes
     assert len(row) == 3 and all(ax.axison for ax in fig.axes)
     left, right = loss.get_position(), row[-1].get_position()
-    assert loss.get_title() == "loss" and left.x0 == row[0].get_position().x0 and left.x1 == right.x1
+    assert (
+        loss.get_title() == "loss" and left.x0 == row[0].get_position().x0 and left.x1 == right.x1
+    )

@@ -1,5 +1,6 @@
-"""preflight.py passes a good setup and refuses a bad one, one line per check; the normal start refuses a shard folder
-that fineweb.py has not finished or that differs from its manifest, naming the `fineweb.py --verify` command."""
+"""preflight.py passes a good setup and refuses a bad one, one line per check; the normal start
+refuses a shard folder that fineweb.py has not finished or that differs from its manifest, naming
+the `fineweb.py --verify` command."""
 
 import json
 import os
@@ -17,6 +18,7 @@ import train_gpt2
 from fixtures import failing_compilers
 from helpers import ROOT
 from longrun import common
+from longrun.shards import load_shard
 from tools import preflight
 
 TINY = [*helpers.TINY, "--max-steps", "2"]
@@ -24,12 +26,24 @@ TINY = [*helpers.TINY, "--max-steps", "2"]
 
 @pytest.fixture(scope="module")
 def made_shards(tmp_path_factory):
-    """A folder fineweb.py made: 20,000 characters of tiny shakespeare, 1 val and 4 train shards (1,500 tokens each)."""
+    """A folder fineweb.py made: 20,000 characters of tiny shakespeare, 1 val and 4 train shards
+    (1,500 tokens each)."""
     folder = tmp_path_factory.mktemp("made")
     text = folder / "text.txt"
     text.write_text((ROOT / "input.txt").read_text()[:20_000])
     assert (
-        fineweb.main(["--files", str(text), "--out", str(folder / "shards"), "--shard-size", "1500", "--workers", "1"])
+        fineweb.main(
+            [
+                "--files",
+                str(text),
+                "--out",
+                str(folder / "shards"),
+                "--shard-size",
+                "1500",
+                "--workers",
+                "1",
+            ]
+        )
         == 0
     )
     return folder / "shards"
@@ -38,13 +52,19 @@ def made_shards(tmp_path_factory):
 @pytest.fixture
 def shards(made_shards, tmp_path):
     """A copy of the folder, for a test to damage."""
-    return Path(shutil.copytree(made_shards, tmp_path / "shards", ignore=shutil.ignore_patterns(".lock")))
+    return Path(
+        shutil.copytree(made_shards, tmp_path / "shards", ignore=shutil.ignore_patterns(".lock"))
+    )
 
 
 @pytest.fixture(autouse=True)
 def restored():
-    """The in-process runs install their signal handlers and use one thread: put pytest's back afterwards."""
-    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    """The in-process runs install their signal handlers and use one thread: put
+    pytest's back afterwards."""
+    handlers = {
+        signum: signal.getsignal(signum)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -54,7 +74,8 @@ def restored():
 
 
 def check(capsys, *flags):
-    """(exit status, {check: (ok or FAIL, its line)}, the last line) of tools/preflight.py with these flags."""
+    """(exit status, {check: (ok or FAIL, its line)}, the last line) of tools/preflight.py
+    with these flags."""
     status = preflight.main([*TINY, *map(str, flags)])
     lines = capsys.readouterr().out.splitlines()
     checks = {line.split()[0]: (line.split()[1], line.split(maxsplit=2)[2]) for line in lines[:-1]}
@@ -71,7 +92,7 @@ def test_passes_a_good_setup(capsys, shards, tmp_path):
     status, checks, verdict = check(capsys, "--data", shards, "--log-dir", tmp_path / "log")
     assert status == 0 and verdict == "the run would start", checks
     assert list(checks) == list(preflight.CHECKS) and all(ok == "ok" for ok, _ in checks.values())
-    tokens = sum(len(train_gpt2.load_shard(str(p))) for p in shards.glob("*_train_*.npy"))
+    tokens = sum(len(load_shard(str(p))) for p in shards.glob("*_train_*.npy"))
     assert checks["data"][1] == (
         f"{shards} (5 shards match manifest.json): train {tokens:,} tokens, val 1,500; "
         f"2 steps x 64 tokens = {2 * 64 / tokens:.2f} epochs"
@@ -80,19 +101,24 @@ def test_passes_a_good_setup(capsys, shards, tmp_path):
     assert checks["run"][1] == f"{tmp_path / 'log'}: a fresh run"
     assert not (tmp_path / "log").exists()  # nothing written
     assert f"1 x {checkpoint_bytes() / 1e9:.2f} GB of checkpoints" in checks["disk"][1]
-    ms = float(checks["time"][1].split("ms per step")[0])  # the measured step: a few ms at this size
-    assert checks["time"][1].endswith(f"2 steps take about {2 * ms / 1000:.0f} s, evaluation not counted")
+    # the measured step: a few ms at this size
+    ms = float(checks["time"][1].split("ms per step")[0])
+    assert checks["time"][1].endswith(
+        f"2 steps take about {2 * ms / 1000:.0f} s, evaluation not counted"
+    )
 
 
 def test_looks_at_a_run_folders_lock_without_writing_one(capsys, shards, tmp_path):
-    (tmp_path / "log").mkdir()  # a folder, empty: preflight checks whether a run holds it, and creates nothing there
+    # a folder, empty: preflight checks whether a run holds it, and creates nothing there
+    (tmp_path / "log").mkdir()
     status, checks, verdict = check(capsys, "--data", shards, "--log-dir", tmp_path / "log")
     assert status == 0 and list((tmp_path / "log").iterdir()) == [], checks
 
 
 def test_refuses_an_unfinished_shard_folder_and_so_does_the_run(capsys, shards, tmp_path):
     manifest = json.loads((shards / "manifest.json").read_text())
-    (shards / "manifest.json").write_text(json.dumps(manifest | {"complete": False}))  # as an interrupted run leaves it
+    # as an interrupted run leaves it
+    (shards / "manifest.json").write_text(json.dumps(manifest | {"complete": False}))
     status, checks, verdict = check(capsys, "--data", shards, "--log-dir", tmp_path / "log")
     assert status == 1 and verdict == "2 of 7 checks failed: the run would not start"
     assert checks["data"] == (
@@ -100,7 +126,10 @@ def test_refuses_an_unfinished_shard_folder_and_so_does_the_run(capsys, shards, 
         f"{shards} is unfinished: rerun the fineweb.py command that made it, "
         f"then check it with: python fineweb.py --verify --out {shards}",
     )
-    assert checks["time"] == ("FAIL", "not measured: the data, batch and device checks must pass first")
+    assert checks["time"] == (
+        "FAIL",
+        "not measured: the data, batch and device checks must pass first",
+    )
     assert train_gpt2.main([*TINY, "--data", str(shards), "--log-dir", str(tmp_path / "log")]) == 1
     assert capsys.readouterr().err.strip() == f"train_gpt2.py: error: {checks['data'][1]}"
 
@@ -109,14 +138,21 @@ def test_refuses_an_unfinished_shard_folder_and_so_does_the_run(capsys, shards, 
     "damage, problem",
     [
         (lambda path: path.unlink(), "edufineweb_train_000002.npy missing"),
-        (lambda path: np.save(path, np.load(path)[:-1]), "edufineweb_train_000002.npy holds 1,499 tokens"),
+        (
+            lambda path: np.save(path, np.load(path)[:-1]),
+            "edufineweb_train_000002.npy holds 1,499 tokens",
+        ),
     ],
 )
-def test_the_run_refuses_shards_that_differ_from_the_manifest(capsys, shards, tmp_path, damage, problem):
+def test_the_run_refuses_shards_that_differ_from_the_manifest(
+    capsys, shards, tmp_path, damage, problem
+):
     damage(shards / "edufineweb_train_000002.npy")
     assert train_gpt2.main([*TINY, "--data", str(shards), "--log-dir", str(tmp_path / "log")]) == 1
     error = capsys.readouterr().err.strip()
-    assert problem in error and error.endswith(f"run python fineweb.py --verify --out {shards}"), error
+    assert problem in error and error.endswith(f"run python fineweb.py --verify --out {shards}"), (
+        error
+    )
 
 
 def test_only_preflight_reads_every_byte(capsys, shards, tmp_path):
@@ -138,22 +174,45 @@ def test_only_preflight_reads_every_byte(capsys, shards, tmp_path):
             ["--weight-decay", "0.2"],
             "was trained with --weight-decay 0.1 (this run: 0.2): pass its settings to --resume it",
         ),
-        (["--n-layer", "3"], "was trained with --n-layer 2 (this run: 3): pass its settings to --resume it"),
+        (
+            ["--n-layer", "3"],
+            "was trained with --n-layer 2 (this run: 3): pass its settings to --resume it",
+        ),
     ],
 )
 def test_refuses_a_contradicting_resume(capsys, tmp_path, flags, problem):
     log_dir = tmp_path / "log"
     assert train_gpt2.main([*TINY, "--data", "input.txt", "--log-dir", str(log_dir)]) == 0
-    assert abs((log_dir / "model_00002.pt").stat().st_size / checkpoint_bytes() - 1) < 0.02  # the disk check's size
-    status, checks, _ = check(capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume", *flags)
-    assert status == 1 and checks["run"] == ("FAIL", f"{log_dir / 'model_00002.pt'} {problem}"), checks
-    status, checks, _ = check(capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume", "--max-steps", 3)
-    assert status == 0 and checks["run"] == ("ok", f"{log_dir}: resumes {log_dir / 'model_00002.pt'} at step 2 of 3")
+    # the disk check's size
+    assert abs((log_dir / "model_00002.pt").stat().st_size / checkpoint_bytes() - 1) < 0.02
+    status, checks, _ = check(
+        capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume", *flags
+    )
+    assert status == 1 and checks["run"] == ("FAIL", f"{log_dir / 'model_00002.pt'} {problem}"), (
+        checks
+    )
+    status, checks, _ = check(
+        capsys, "--data", "input.txt", "--log-dir", log_dir, "--resume", "--max-steps", 3
+    )
+    assert status == 0 and checks["run"] == (
+        "ok",
+        f"{log_dir}: resumes {log_dir / 'model_00002.pt'} at step 2 of 3",
+    )
 
 
 def test_resume_of_a_finished_run_says_it_is_done(capsys, tmp_path):
     log_dir = tmp_path / "log"
-    flags = [*TINY, "--data", "input.txt", "--log-dir", str(log_dir), "--val-every", "1", "--val-steps", "1"]
+    flags = [
+        *TINY,
+        "--data",
+        "input.txt",
+        "--log-dir",
+        str(log_dir),
+        "--val-every",
+        "1",
+        "--val-steps",
+        "1",
+    ]
     assert train_gpt2.main(flags) == 0
     capsys.readouterr()
     log = (log_dir / "log.txt").read_text()
@@ -168,8 +227,8 @@ def test_resume_of_a_finished_run_says_it_is_done(capsys, tmp_path):
     assert train_gpt2.main([*flags, "--resume", "--n-layer", "3"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        f"train_gpt2.py: error: {log_dir / 'model_00002.pt'} was trained with --n-layer 2 (this run: 3): "
-        "pass its settings to --resume it"
+        f"train_gpt2.py: error: {log_dir / 'model_00002.pt'} was trained with --n-layer 2 "
+        "(this run: 3): pass its settings to --resume it"
     ]
 
 
@@ -190,7 +249,8 @@ def test_hellaswag_offline_names_the_flag_for_a_local_file(capsys, tmp_path, mon
 
 
 def test_the_device_line_counts_this_machines_gpus(monkeypatch):
-    """--world-size counts the processes on every machine: 16 on a machine of 8 GPUs is two such machines."""
+    """--world-size counts the processes on every machine: 16 on a machine of 8 GPUs is
+    two such machines."""
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
@@ -205,9 +265,13 @@ def test_the_device_line_counts_this_machines_gpus(monkeypatch):
 
 
 def test_a_compiler_that_fails_fails_the_device_check(tmp_path, monkeypatch):
-    """A gcc on PATH that does not work (broken, or the wrong one): found before the run, not at its first step."""
+    """A gcc on PATH that does not work (broken, or the wrong one): found before the run, not at
+    its first step."""
     bin_ = failing_compilers(tmp_path / "bin", says="gcc: internal error")
     monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
     args = train_gpt2.parse_args(["--device", "cpu", "--compile"])
-    with pytest.raises(common.UserError, match="torch.compile needs a C compiler that works .*: gcc: internal error"):
+    with pytest.raises(
+        common.UserError,
+        match="torch.compile needs a C compiler that works .*: gcc: internal error",
+    ):
         preflight.check_device(preflight.Plan(args, 1))

@@ -1,8 +1,9 @@
-"""reproduce.py, the whole day in one command, and report_card.py, its report: on tiny shakespeare at the CPU preset
-with two gloo processes, uninterrupted, then interrupted at every stage boundary and rerun to the same report, then
-rerun after what its stages depend on changed (a retrained or longer run, other data, damaged records); every path
-named like a glob pattern, so the whole CPU path (shards, verify, preflight, training and its resume, HellaSwag,
-samples, curves, export) takes paths as data."""
+"""reproduce.py, the whole day in one command, and report_card.py, its report: on tiny shakespeare
+at the CPU preset with two gloo processes, uninterrupted, then interrupted at every stage boundary
+and rerun to the same report, then rerun after what its stages depend on changed (a retrained or
+longer run, other data, damaged records); every path named like a glob pattern, so the whole CPU
+path (shards, verify, preflight, training and its resume, HellaSwag, samples, curves, export) takes
+paths as data."""
 
 import errno
 import json
@@ -25,20 +26,35 @@ from tools import report_card
 from tools.report_card import STAGES
 from tools.reproduce import workers
 
-# one thread a process: the comparisons below are exact; the project root on the path: the day runs in folders of
-# its own, as `python -m tools.reproduce` from the root would
+# one thread a process: the comparisons below are exact; the project root on the path: the day runs
+# in folders of its own, as `python -m tools.reproduce` from the root would
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-SMALL = "--preset cpu --n-layer 2 --n-head 2 --n-embd 32 --max-steps 4 --val-every 2 --total-batch 1024 --device cpu"
+SMALL = (
+    "--preset cpu --n-layer 2 --n-head 2 --n-embd 32 --max-steps 4 --val-every 2 "
+    "--total-batch 1024 --device cpu"
+)
 TIMINGS = ("seconds", "tok_s", "mfu", "day_gpu_hours", "cost")
 
 
-# Every reproduction runs in a folder of its own, with the same relative paths, so that two reports can be equal (the
-# command included), on the same corpus, named by its absolute path. Paths are data, never patterns: every name holds
-# `[ ] * ?` or spaces, beside decoys that those names would match as glob patterns.
+# Every reproduction runs in a folder of its own, with the same relative paths, so that two reports
+# can be equal (the command included), on the same corpus, named by its absolute path. Paths are
+# data, never patterns: every name holds `[ ] * ?` or spaces, beside decoys that those names would
+# match as glob patterns.
 CORPUS = "in[1].txt"
-FLAGS = ["--nproc", "2", "--shard-size", "50000", *SMALL.split(), "--data", "sh[1] *", "--log-dir", "run[1] ?"]
+FLAGS = [
+    "--nproc",
+    "2",
+    "--shard-size",
+    "50000",
+    *SMALL.split(),
+    "--data",
+    "sh[1] *",
+    "--log-dir",
+    "run[1] ?",
+]
 FLAGS += ["--export", "gpt2 [ours]", "--hellaswag-data", "hella[1].jsonl"]
-MADE = ["hella[1].jsonl", "sh1 x", "sh[1] *", "run[1] ?", "gpt2 [ours]"]  # what a folder holds after a reproduction
+# what a folder holds after a reproduction
+MADE = ["hella[1].jsonl", "sh1 x", "sh[1] *", "run[1] ?", "gpt2 [ours]"]
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +72,8 @@ def command(corpus):
 
 
 def folder_for(folder):
-    """A folder to reproduce in: its name and the names in it like patterns, with the HellaSwag file the command names,
-    and a decoy that `sh[1] *` would match."""
+    """A folder to reproduce in: its name and the names in it like patterns, with the HellaSwag file
+    the command names, and a decoy that `sh[1] *` would match."""
     folder = folder / "day [1] *"
     folder.mkdir()
     examples = synthetic_examples(6)
@@ -67,7 +83,9 @@ def folder_for(folder):
 
 
 def reproduce(argv, folder, **kwargs):
-    return subprocess.run(argv, cwd=folder, env=ENV, capture_output=True, text=True, timeout=600, **kwargs)
+    return subprocess.run(
+        argv, cwd=folder, env=ENV, capture_output=True, text=True, timeout=600, **kwargs
+    )
 
 
 def without_timings(card):
@@ -108,9 +126,14 @@ def test_the_whole_day_runs_every_stage_in_order(straight, corpus):
 def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     folder, _, card = straight
     log = folder / "run[1] ?"
-    lines = [line.split() for line in (log / "log.txt").read_text().splitlines() if not line.startswith("#")]
+    lines = [
+        line.split()
+        for line in (log / "log.txt").read_text().splitlines()
+        if not line.startswith("#")
+    ]
     val = [(int(s), float(v)) for s, kind, v in lines if kind == "val"]
-    assert card["val_loss"] == {"value": val[-1][1], "step": 4, "comparable": False}  # tiny shakespeare
+    # on tiny shakespeare: not comparable
+    assert card["val_loss"] == {"value": val[-1][1], "step": 4, "comparable": False}
     hellaswag = (log / "stages" / "hellaswag.txt").read_text()
     assert f"acc_norm {card['hellaswag']['acc_norm']:.4f}" in hellaswag
     assert card["hellaswag"]["examples"] == 6 and not card["hellaswag"]["comparable"]
@@ -123,31 +146,52 @@ def test_every_figure_of_the_report_is_in_a_file_of_the_run(straight, corpus):
     assert card["data"]["shards"] == len(shards) == 7
     train = sum(len(np.load(p)) for p in shards if "_train_" in p.name)
     assert (card["data"]["train_tokens"], card["data"]["val_tokens"]) == (train, 50000)
-    assert card["data"]["manifest_sha256"] == report_card.sha256_file(folder / "sh[1] *" / "manifest.json")
+    assert card["data"]["manifest_sha256"] == report_card.sha256_file(
+        folder / "sh[1] *" / "manifest.json"
+    )
     assert card["data"]["source"] == {"files": {str(corpus): corpus.stat().st_size}}
     samples = re.findall(r"^sample \d: (.*)$", (log / "stages" / "samples.txt").read_text(), re.M)
     assert card["samples"] == samples and len(samples) == 4
     environment = card["environment"]
     assert environment["torch"] == torch.__version__ and environment["gpus"] == "none"
     assert environment == json.loads((log / "stages" / "train.json").read_text())["environment"]
-    assert card["command"] == shlex.join(["python", "-m", "tools.reproduce", "--files", str(corpus), *FLAGS])
+    assert card["command"] == shlex.join(
+        ["python", "-m", "tools.reproduce", "--files", str(corpus), *FLAGS]
+    )
     report = (log / "report.md").read_text()
-    for figure in (f"{val[-1][1]:.4f}", "3.2924", "0.2955", "0.337", samples[0], card["data"]["manifest_sha256"]):
+    for figure in (
+        f"{val[-1][1]:.4f}",
+        "3.2924",
+        "0.2955",
+        "0.337",
+        samples[0],
+        card["data"]["manifest_sha256"],
+    ):
         assert figure in report
     assert "HellaSwag scored 6 examples, not all 10,042: not comparable." in report
 
 
-def test_a_rerun_redoes_nothing_and_one_with_other_flags_redoes_what_they_change(straight, corpus, tmp_path):
+def test_a_rerun_redoes_nothing_and_one_with_other_flags_redoes_what_they_change(
+    straight, corpus, tmp_path
+):
     folder, _, card = straight
     again = reproduce(command(corpus), folder)
     assert again.returncode == 0, again.stderr
-    assert re.findall(r"^== \d/8 (\w+): done$", again.stdout, re.M) == STAGES  # each found done, none run
-    assert without_timings(json.loads((folder / "run[1] ?" / "report.json").read_text())) == without_timings(card)
-    # another total batch: preflight checks it against the run in the folder, which refuses it, and nothing after runs
+    # each found done, none run
+    assert re.findall(r"^== \d/8 (\w+): done$", again.stdout, re.M) == STAGES
+    assert without_timings(
+        json.loads((folder / "run[1] ?" / "report.json").read_text())
+    ) == without_timings(card)
+    # another total batch: preflight checks it against the run in the folder, which refuses it, and
+    # nothing after runs
     other = reproduce([*command(corpus), "--total-batch", "2048"], copy_of(straight, tmp_path))
     assert other.returncode == 1 and "Traceback" not in other.stdout + other.stderr
     assert re.findall(r"^== \d/8 (\w+): done$", other.stdout, re.M) == ["data", "verify"]
-    assert re.search(r"^== 3/8 preflight: python -m tools.preflight .*--total-batch 2048 --resume$", other.stdout, re.M)
+    assert re.search(
+        r"^== 3/8 preflight: python -m tools.preflight .*--total-batch 2048 --resume$",
+        other.stdout,
+        re.M,
+    )
     assert "was trained with --total-batch 1024 (this run: 2048)" in other.stdout
     assert other.stderr == (
         "reproduce.py: error: stage preflight: did not finish (exit status 1; its output: "
@@ -161,7 +205,8 @@ def descendants(pid):
 
 
 def kill_everything(proc):
-    """What a preempted node does to a reproduction: every process of it killed at once, nothing cleaned up."""
+    """What a preempted node does to a reproduction: every process of it killed at once,
+    nothing cleaned up."""
     for pid in [proc.pid, *descendants(proc.pid)]:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -175,14 +220,17 @@ def test_killed_at_every_stage_boundary_and_stopped_by_ctrl_c_the_rerun_gives_th
 ):
     folder, argv = folder_for(tmp_path), command(corpus)
     for stage in STAGES[:-1]:
-        proc = subprocess.Popen(argv, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            argv, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         for line in proc.stdout:
             if re.match(rf"== \d/8 {stage}: done", line):  # said once its record is on disk
                 kill_everything(proc)
                 break
         else:
             pytest.fail(f"{stage} never finished: {proc.wait()}")
-        if stage == "preflight":  # then a Ctrl-C in the middle of the run: the workers checkpoint and stop
+        # then a Ctrl-C in the middle of the run: the workers checkpoint and stop
+        if stage == "preflight":
             proc = subprocess.Popen(
                 argv, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
             )
@@ -192,7 +240,10 @@ def test_killed_at_every_stage_boundary_and_stopped_by_ctrl_c_the_rerun_gives_th
                     break
             out, err = proc.communicate(timeout=300)
             assert proc.returncode == 130 and "Traceback" not in out + err, out + err
-            assert err.endswith("reproduce.py: stopped at stage train (SIGINT): rerun the same command to continue\n")
+            assert err.endswith(
+                "reproduce.py: stopped at stage train (SIGINT): "
+                "rerun the same command to continue\n"
+            )
             assert "stopped at step 2: resume with --resume" in out
     finished = reproduce(argv, folder)
     assert finished.returncode == 0, finished.stdout + finished.stderr
@@ -202,16 +253,20 @@ def test_killed_at_every_stage_boundary_and_stopped_by_ctrl_c_the_rerun_gives_th
     assert without_timings(card) == without_timings(straight[2])
 
 
-def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_replaces_it(corpus, tmp_path):
+def test_a_stage_that_fails_stops_the_day_in_one_line_and_a_corrected_command_replaces_it(
+    corpus, tmp_path
+):
     folder = folder_for(tmp_path)
     wrong = [*command(corpus.parent / "no-such.txt"), "--max-steps", "2"]
     failed = reproduce(wrong, folder)
     assert failed.returncode == 1 and "Traceback" not in failed.stdout + failed.stderr
     assert failed.stderr == (
-        "reproduce.py: error: stage data: did not finish (exit status 1; its output: run[1] ?/stages/data.txt): "
+        "reproduce.py: error: stage data: did not finish "
+        "(exit status 1; its output: run[1] ?/stages/data.txt): "
         "put right what it says, then run the command again\n"
     )
-    assert "no-such.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text()  # fineweb.py's own error
+    # fineweb.py's own error
+    assert "no-such.txt" in (folder / "run[1] ?" / "stages" / "data.txt").read_text()
     assert not (folder / "run[1] ?" / "report.json").exists()  # a card only for a finished day
     assert json.loads((folder / "run[1] ?" / "stages" / "data.json").read_text())["done"] is False
     # nothing finished yet: another command replaces the wrong one (and fails in its own way)
@@ -225,11 +280,13 @@ def test_resume_is_ours_and_one_reproduction_holds_a_folder(corpus, tmp_path):
 
     resumed = reproduce([*command(corpus), "--resume"], tmp_path)
     assert resumed.returncode == 1 and resumed.stderr == (
-        "reproduce.py: error: --resume: reproduce.py resumes by itself: rerun the same command without it\n"
+        "reproduce.py: error: --resume: reproduce.py resumes by itself: "
+        "rerun the same command without it\n"
     )
     text = reproduce([*command(corpus), "--data", str(corpus)], tmp_path)  # shards are ours to make
     assert text.returncode == 1 and text.stderr == (
-        f"reproduce.py: error: --data {corpus}: a file: reproduce.py makes shards, pass its text with --files\n"
+        f"reproduce.py: error: --data {corpus}: a file: "
+        "reproduce.py makes shards, pass its text with --files\n"
     )
     (tmp_path / "run[1] ?" / "stages").mkdir(parents=True)
     held = lock_folder(tmp_path / "run[1] ?" / "stages")
@@ -247,12 +304,14 @@ def ran(stdout):
 
 
 def copy_of(straight, tmp_path):
-    """The finished day's folder, copied with its files' times (what the stages' records compare)."""
+    """The finished day's folder, copied with its files' times (what the
+    stages' records compare)."""
     return shutil.copytree(straight[0], tmp_path / "copy", symlinks=True)
 
 
 def straight_record(straight):
-    """The command that made the uninterrupted day's final checkpoint, as its train stage recorded it."""
+    """The command that made the uninterrupted day's final checkpoint, as its train
+    stage recorded it."""
     return json.loads((straight[0] / "run[1] ?" / "stages" / "train.json").read_text())["made_by"]
 
 
@@ -272,10 +331,15 @@ def test_a_retrained_model_is_the_one_evaluated_exported_and_reported(straight, 
     log = folder / "run[1] ?"
     (log / "model_00004.pt").unlink()  # the checkpoint gone, and another learning rate
     again = reproduce([*command(corpus), "--max-lr", "1e-3"], folder)
-    assert again.returncode == 0 and "Traceback" not in again.stdout + again.stderr, again.stdout + again.stderr
-    assert ran(again.stdout) == STAGES[2:]  # the data holds; everything from the run on is done again
+    assert again.returncode == 0 and "Traceback" not in again.stdout + again.stderr, (
+        again.stdout + again.stderr
+    )
+    # the data holds; everything from the run on is done again
+    assert ran(again.stdout) == STAGES[2:]
     card = json.loads((log / "report.json").read_text())
-    assert f"acc_norm {card['hellaswag']['acc_norm']:.4f}" in report_card.last_attempt(log / "stages", "hellaswag")
+    assert f"acc_norm {card['hellaswag']['acc_norm']:.4f}" in report_card.last_attempt(
+        log / "stages", "hellaswag"
+    )
     assert card["command"].endswith("--max-lr 1e-3") and card["run"]["steps"] == 4
     assert torch.equal(exported_embedding(folder), checkpoint_embedding(log / "model_00004.pt"))
     assert not torch.equal(exported_embedding(folder), exported_embedding(straight[0]))
@@ -292,11 +356,12 @@ def test_a_longer_run_replaces_the_export_and_a_flag_that_changes_nothing_leaves
     card = json.loads((log / "report.json").read_text())
     assert card["run"]["steps"] == 6 and card["val_loss"]["step"] == 6
     assert torch.equal(exported_embedding(folder), checkpoint_embedding(log / "model_00006.pt"))
-    # a lower learning rate once the run is done: the run says so and makes nothing; the card keeps the command
-    # whose run made the checkpoint
+    # a lower learning rate once the run is done: the run says so and makes nothing; the card keeps
+    # the command whose run made the checkpoint
     lower = reproduce([*command(corpus), "--max-steps", "6", "--max-lr", "1e-4"], folder)
     assert lower.returncode == 0, lower.stdout + lower.stderr
-    assert ran(lower.stdout) == ["preflight", "train"]  # the checkpoint unchanged: nothing after runs
+    # the checkpoint unchanged: nothing after runs
+    assert ran(lower.stdout) == ["preflight", "train"]
     assert json.loads((log / "report.json").read_text())["command"] == card["command"]
     # and the first command again: its final checkpoint is there, but the run went on past it
     shorter = reproduce(command(corpus), folder)
@@ -304,11 +369,15 @@ def test_a_longer_run_replaces_the_export_and_a_flag_that_changes_nothing_leaves
         "reproduce.py: error: stage train: run[1] ? holds a longer run (run[1] ?/model_00006.pt): "
         "pass its --max-steps, then run the command again\n"
     )
-    assert json.loads((log / "report.json").read_text())["run"]["steps"] == 6  # the card of the run as it is
-    # cut back to the first command's run (model_00006.pt deleted, the command rerun): its train stage is done on
-    # model_00004.pt, made by that command (reproduce.py's record of it, set here), and the card is that run's alone
+    # the card of the run as it is
+    assert json.loads((log / "report.json").read_text())["run"]["steps"] == 6
+    # cut back to the first command's run (model_00006.pt deleted, the command rerun): its train
+    # stage is done on model_00004.pt, made by that command (reproduce.py's record of it, set here),
+    # and the card is that run's alone
     train = json.loads((log / "stages" / "train.json").read_text())
-    (log / "stages" / "train.json").write_text(json.dumps(train | {"made_by": straight_record(straight)}))
+    (log / "stages" / "train.json").write_text(
+        json.dumps(train | {"made_by": straight_record(straight)})
+    )
     monkeypatch.chdir(folder)  # the day's paths are relative to its folder
     card = report_card.write(log)
     val = [line.split() for line in (log / "log.txt").read_text().splitlines() if " val " in line]
@@ -321,10 +390,13 @@ def test_other_data_under_the_same_name_runs_the_day_again(straight, corpus, tmp
     other = tmp_path / "other.txt"
     other.write_text(corpus.read_text()[: len(corpus.read_text()) // 2])
     shutil.rmtree(folder / "sh[1] *")
-    # rebuilt from another file: the first four stages run again. What runs after them is the other tests' matter:
-    # once a fourth stage starts, a Ctrl-C stops the day (the run's own clean stop, its workers too)
+    # rebuilt from another file: the first four stages run again. What runs after them is the other
+    # tests' matter: once a fourth stage starts, a Ctrl-C stops the day (the run's own clean stop,
+    # its workers too)
     argv = [*command(other), "--max-steps", "6"]
-    again = subprocess.Popen(argv, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    again = subprocess.Popen(
+        argv, cwd=folder, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     out = ""
     for line in again.stdout:
         out += line
@@ -341,7 +413,8 @@ def test_a_damaged_record_is_one_line_naming_its_stage(straight, corpus, tmp_pat
     (folder / "run[1] ?" / "stages" / "train.json").write_text(text)
     damaged = reproduce(command(corpus), folder)
     assert damaged.returncode == 1 and damaged.stderr == (
-        "reproduce.py: error: stage train: run[1] ?/stages/train.json is damaged: delete it, and the stage runs again\n"
+        "reproduce.py: error: stage train: run[1] ?/stages/train.json is damaged: "
+        "delete it, and the stage runs again\n"
     )
 
 
@@ -354,10 +427,14 @@ def test_a_record_emptied_or_an_output_removed_runs_that_stage_again(straight, c
     again = reproduce(command(corpus), folder)
     assert again.returncode == 0, again.stdout + again.stderr
     assert ran(again.stdout) == ["hellaswag", "samples", "curves", "export"]
-    assert without_timings(json.loads((stages.parent / "report.json").read_text())) == without_timings(straight[2])
+    assert without_timings(
+        json.loads((stages.parent / "report.json").read_text())
+    ) == without_timings(straight[2])
 
 
-def test_a_full_disk_is_one_line_naming_the_stage_and_its_output_is_not_lost(corpus, tmp_path, monkeypatch, capfd):
+def test_a_full_disk_is_one_line_naming_the_stage_and_its_output_is_not_lost(
+    corpus, tmp_path, monkeypatch, capfd
+):
     from tools import reproduce as module
 
     def full(path, write):
@@ -366,10 +443,15 @@ def test_a_full_disk_is_one_line_naming_the_stage_and_its_output_is_not_lost(cor
     folder = folder_for(tmp_path)
     monkeypatch.chdir(folder)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    saved = {
+        signum: signal.getsignal(signum)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     real = module.common.write_atomically
     monkeypatch.setattr(
-        module.common, "write_atomically", lambda path, write: (full if "data" in path else real)(path, write)
+        module.common,
+        "write_atomically",
+        lambda path, write: (full if "data" in path else real)(path, write),
     )
     try:
         assert module.main(command(corpus)[3:]) == 1
@@ -377,10 +459,14 @@ def test_a_full_disk_is_one_line_naming_the_stage_and_its_output_is_not_lost(cor
         for signum, handler in saved.items():
             signal.signal(signum, handler)
     out, err = capfd.readouterr()
-    assert err == "reproduce.py: error: stage data: run[1] ?/stages/data.json.1.tmp: No space left on device\n"
+    assert err == (
+        "reproduce.py: error: stage data: run[1] ?/stages/data.json.1.tmp: "
+        "No space left on device\n"
+    )
     printed = report_card.last_attempt(folder / "run[1] ?" / "stages", "data").split("\n", 1)[1]
     assert printed.strip().splitlines()[-1] in out  # what fineweb.py printed, kept and shown
-    # and when the output file is what cannot be written, the rest goes to the terminal, the error is kept
+    # and when the output file is what cannot be written, the rest goes to the terminal, the
+    # error is kept
     read, write = os.pipe()
     os.write(write, b"first\nsecond\n")
     os.close(write)
@@ -394,7 +480,8 @@ def test_a_full_disk_is_one_line_naming_the_stage_and_its_output_is_not_lost(cor
 
 
 def test_a_first_day_asks_before_downloading_fineweb(tmp_path):
-    """FineWeb-Edu is ~30 GB: said first; without a terminal only --yes goes ahead, on one a "y" does."""
+    """FineWeb-Edu is ~30 GB: said first; without a terminal only --yes goes ahead, on one
+    a "y" does."""
     argv = [
         sys.executable,
         "-m",
@@ -407,20 +494,36 @@ def test_a_first_day_asks_before_downloading_fineweb(tmp_path):
         "--log-dir",
         "log",
     ]
-    refused = subprocess.run(argv, cwd=tmp_path, env=ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    refused = subprocess.run(
+        argv, cwd=tmp_path, env=ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True
+    )
     assert refused.returncode == 1 and "about 30 GB of parquet files" in refused.stdout
-    assert refused.stderr == "reproduce.py: error: no terminal to ask whether to download it: pass --yes to go ahead\n"
+    assert refused.stderr == (
+        "reproduce.py: error: no terminal to ask whether to download it: pass --yes to go ahead\n"
+    )
     assert list(tmp_path.iterdir()) == []  # nothing made
     parent, child = pty.openpty()
-    asked = subprocess.Popen(argv, cwd=tmp_path, env=ENV, stdin=child, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    asked = subprocess.Popen(
+        argv, cwd=tmp_path, env=ENV, stdin=child, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     os.close(child)
     os.write(parent, b"n\n")
     out, err = asked.communicate(timeout=120)
     os.close(parent)
-    assert asked.returncode == 1 and out.decode().endswith("go ahead? [y/N] ") and list(tmp_path.iterdir()) == []
-    assert err.decode() == "reproduce.py: error: nothing downloaded: pass --files for a local corpus, or --yes\n"
-    agreed = subprocess.run([*argv, "--yes"], cwd=tmp_path, env=ENV, stdin=subprocess.DEVNULL, capture_output=True)
-    assert b"== 1/8 data: python -m fineweb --out shards" in agreed.stdout  # offline here: it fails there
+    assert (
+        asked.returncode == 1
+        and out.decode().endswith("go ahead? [y/N] ")
+        and list(tmp_path.iterdir()) == []
+    )
+    assert (
+        err.decode()
+        == "reproduce.py: error: nothing downloaded: pass --files for a local corpus, or --yes\n"
+    )
+    agreed = subprocess.run(
+        [*argv, "--yes"], cwd=tmp_path, env=ENV, stdin=subprocess.DEVNULL, capture_output=True
+    )
+    # offline here: it fails there
+    assert b"== 1/8 data: python -m fineweb --out shards" in agreed.stdout
 
 
 def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path):
@@ -428,18 +531,43 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path):
     stages.mkdir(parents=True)
     shards.mkdir()
     shard = {"documents": 1, "sha256": "0" * 64, "resume_at": {"document": 0, "token": 0}}
-    manifest = {"settings": {"dataset": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT"}, "complete": True}
+    manifest = {
+        "settings": {"dataset": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT"},
+        "complete": True,
+    }
     # a prefix that holds _val_ itself: the split is the one before the number, as the run reads it
-    manifest |= {"tokens": 300, "shards": [shard | {"file": "my_val_e_val_000000.npy", "tokens": 100}]}
-    manifest["shards"] += [shard | {"file": f"my_val_e_train_00000{i}.npy", "tokens": 100} for i in (1, 2)]
+    manifest |= {
+        "tokens": 300,
+        "shards": [shard | {"file": "my_val_e_val_000000.npy", "tokens": 100}],
+    }
+    manifest["shards"] += [
+        shard | {"file": f"my_val_e_train_00000{i}.npy", "tokens": 100} for i in (1, 2)
+    ]
     (shards / "manifest.json").write_text(json.dumps(manifest))
-    argv = ["--data", str(shards), "--log-dir", str(log), "--max-steps", "3", "--total-batch", "1024"]
+    argv = [
+        "--data",
+        str(shards),
+        "--log-dir",
+        str(log),
+        "--max-steps",
+        "3",
+        "--total-batch",
+        "1024",
+    ]
     (log / "log.txt").write_text(
         "# run 0123456789ab\n"
-        + "".join(f"{s} train {4 - s}\n{s} tok_s {1000 * (s + 1)}\n{s} mfu {40 + s}\n" for s in range(3))
+        + "".join(
+            f"{s} train {4 - s}\n{s} tok_s {1000 * (s + 1)}\n{s} mfu {40 + s}\n" for s in range(3)
+        )
         + "3 val 3.2500\n3 hella 0.3100\n"
     )
-    environment = {"gpus": "8 x NVIDIA H100", "gpu_count": 8, "torch": "2.x", "cuda": "12.8", "python": "3.11"}
+    environment = {
+        "gpus": "8 x NVIDIA H100",
+        "gpu_count": 8,
+        "torch": "2.x",
+        "cuda": "12.8",
+        "python": "3.11",
+    }
     environment["code"] = "not a git checkout"  # the run's, saved as it started
     made_by = {"train_gpt2.py": argv, "nproc": 8, "argv": ["python", "x.py"]}
     train = {"seconds": 3600, "done": True, "environment": environment, "made_by": made_by}
@@ -452,7 +580,13 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path):
     card = report_card.write(log, price=2.5)
     assert card == json.loads((log / "report.json").read_text())
     assert card["val_loss"] == {"value": 3.25, "step": 3, "comparable": True}
-    assert card["hellaswag"] == {"acc": 0.29, "acc_norm": 0.3012, "examples": 10042, "comparable": True}  # the last
+    # the last evaluation's
+    assert card["hellaswag"] == {
+        "acc": 0.29,
+        "acc_norm": 0.3012,
+        "examples": 10042,
+        "comparable": True,
+    }
     assert card["run"] == {
         "steps": 3,
         "max_steps": 3,
@@ -465,12 +599,31 @@ def test_a_report_card_from_a_run_folder_made_by_hand(tmp_path):
         "price_per_gpu_hour": 2.5,
         "cost": 30.0,
     }
-    assert (card["data"]["shards"], card["data"]["train_tokens"], card["data"]["val_tokens"]) == (3, 200, 100)
+    assert (card["data"]["shards"], card["data"]["train_tokens"], card["data"]["val_tokens"]) == (
+        3,
+        200,
+        100,
+    )
     assert card["samples"] == ["'Hello'", "'world'"] and card["environment"] == environment
     report = (log / "report.md").read_text()
-    assert "| validation loss, step 3 | 3.2500 | 3.2924: OpenAI's GPT-2 124M on FineWeb-Edu's val shard" in report
-    assert "| HellaSwag acc_norm, 10042 examples | 0.3012 | 0.2955: OpenAI's GPT-2 124M, as " in report
+    assert (
+        "| validation loss, step 3 | 3.2500 | "
+        "3.2924: OpenAI's GPT-2 124M on FineWeb-Edu's val shard" in report
+    )
+    assert (
+        "| HellaSwag acc_norm, 10042 examples | 0.3012 | 0.2955: OpenAI's GPT-2 124M, as " in report
+    )
     assert "0.337: GPT-3 124M (the GPT-3 paper, Brown et al. 2020) |" in report
-    for line in ("- day_gpu_hours: 12.0", "- cost: 30.0", "- tok_s: 2000.0", "- mfu: 41.0", "- processes: 8"):
+    for line in (
+        "- day_gpu_hours: 12.0",
+        "- cost: 30.0",
+        "- tok_s: 2000.0",
+        "- mfu: 41.0",
+        "- processes: 8",
+    ):
         assert line + "\n" in report
-    assert "not comparable" not in report and "- code: not a git checkout" in report and "- data: 30.0 min" in report
+    assert (
+        "not comparable" not in report
+        and "- code: not a git checkout" in report
+        and "- data: 30.0 min" in report
+    )

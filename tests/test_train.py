@@ -20,12 +20,14 @@ from helpers import ROOT
 from longrun import meters
 from train_gpt2 import GPT, DataLoaderLite, GPTConfig, get_lr, sample
 
-# and the recipe these tests train with: the vocabulary padded as the real run does, a short warmup, a low peak
+# and the recipe these tests train with: the vocabulary padded as the real run does, a short
+# warmup, a low peak
 TINY = [*helpers.TINY, *"--vocab-size 50304 --warmup-steps 2 --max-lr 1e-3".split()]
 
 
-# one thread per run: the comparisons below are exact, and a thread count that varies with a busy machine's load
-# would change the order of float sums between two runs that should agree to the last digit
+# one thread per run: the comparisons below are exact, and a thread count that varies with a
+# busy machine's load would change the order of float sums between two runs that should agree to
+# the last digit
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
@@ -36,7 +38,9 @@ def run(args, **kwargs):
 def train_losses(log_dir):
     lines = (Path(log_dir) / "log.txt").read_text().splitlines()
     assert lines[0].startswith("# run ")  # the run's id heads its log
-    return {int(s): float(v) for s, kind, v in (line.split() for line in lines[1:]) if kind == "train"}
+    return {
+        int(s): float(v) for s, kind, v in (line.split() for line in lines[1:]) if kind == "train"
+    }
 
 
 def timeless(log_text):
@@ -50,8 +54,8 @@ def final_weights(log_dir):
 
 
 def assert_same_run(log_dir, straight_dir):
-    """A stopped-and-resumed run is the uninterrupted one: the same losses to the last digit, the same final weights
-    to the last bit."""
+    """A stopped-and-resumed run is the uninterrupted one: the same losses to the last digit, the
+    same final weights to the last bit."""
     assert train_losses(log_dir) == train_losses(straight_dir)
     wa, wb = final_weights(log_dir), final_weights(straight_dir)
     for key in wa:
@@ -63,10 +67,13 @@ def assert_same_run(log_dir, straight_dir):
 
 def test_from_pretrained_matches_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
-    hf_config = transformers.GPT2Config(n_positions=64, n_embd=48, n_layer=3, n_head=4, vocab_size=300)
+    hf_config = transformers.GPT2Config(
+        n_positions=64, n_embd=48, n_layer=3, n_head=4, vocab_size=300
+    )
     torch.manual_seed(0)
     hf_model = transformers.GPT2LMHeadModel(hf_config).eval()
-    with torch.no_grad():  # GELU's inputs grown to where its tanh form and the exact one differ (logits by 1e-4)
+    # GELU's inputs grown to where its tanh form and the exact one differ (logits by 1e-4)
+    with torch.no_grad():
         for name, weight in hf_model.named_parameters():
             if name.endswith("mlp.c_fc.weight"):
                 weight.mul_(25)
@@ -78,7 +85,8 @@ def test_from_pretrained_matches_transformers(tmp_path):
         theirs = hf_model(idx).logits
     assert ours.shape == theirs.shape == (2, 40, 300)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
-    # logits at chosen positions only (HellaSwag's way): the same numbers, at positions 3 and 39 of row 0, 7 of row 1
+    # logits at chosen positions only (HellaSwag's way): the same numbers, at positions 3 and 39 of
+    # row 0, 7 of row 1
     positions = torch.tensor([3, 39, 40 + 7])
     with torch.no_grad():
         picked, _ = model(idx, positions=positions)
@@ -87,22 +95,49 @@ def test_from_pretrained_matches_transformers(tmp_path):
 
 
 def test_training_starts_from_pretrained_weights(tmp_path):
-    """--pretrained: the run trains the transformers model's own weights (its size, not the size flags)."""
+    """--pretrained: the run trains the transformers model's own weights (its size, not
+    the size flags)."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    hf_config = transformers.GPT2Config(n_positions=64, n_embd=48, n_layer=3, n_head=4)  # GPT-2's 50257 tokens
+    # the vocabulary left at GPT-2's 50257 tokens
+    hf_config = transformers.GPT2Config(n_positions=64, n_embd=48, n_layer=3, n_head=4)
     hf_model = transformers.GPT2LMHeadModel(hf_config).eval()
     hf_model.save_pretrained(tmp_path / "hf")
-    args = ["--data", "input.txt", *TINY, "-B", "2", "-T", "32", "--total-batch", "64", "--max-steps", "1"]
-    proc = run([*args, "--no-shuffle", "--pretrained", str(tmp_path / "hf"), "--log-dir", str(tmp_path / "log")])
+    args = [
+        "--data",
+        "input.txt",
+        *TINY,
+        "-B",
+        "2",
+        "-T",
+        "32",
+        "--total-batch",
+        "64",
+        "--max-steps",
+        "1",
+    ]
+    proc = run(
+        [
+            *args,
+            "--no-shuffle",
+            "--pretrained",
+            str(tmp_path / "hf"),
+            "--log-dir",
+            str(tmp_path / "log"),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
-    n_params = sum(p.numel() for p in hf_model.parameters())  # tied: wte is counted once, as in our GPT
+    # tied: wte is counted once, as in our GPT
+    n_params = sum(p.numel() for p in hf_model.parameters())
     assert f"{n_params / 1e6:.2f}M parameters" in proc.stdout  # 3 layers of 48, not TINY's 2 of 32
-    # step 0's loss is the transformers model's own loss on the first batch: the first B*T+1 tokens, unshuffled
+    # step 0's loss is the transformers model's own loss on the first batch: the first
+    # B*T+1 tokens, unshuffled
     tokens = tiktoken.get_encoding("gpt2").encode_ordinary((ROOT / "input.txt").read_text())[:65]
     x, y = torch.tensor(tokens[:-1]).view(2, 32), torch.tensor(tokens[1:]).view(2, 32)
     with torch.no_grad():
-        expected = torch.nn.functional.cross_entropy(hf_model(x).logits.flatten(0, 1), y.flatten()).item()
+        expected = torch.nn.functional.cross_entropy(
+            hf_model(x).logits.flatten(0, 1), y.flatten()
+        ).item()
     assert train_losses(tmp_path / "log")[0] == pytest.approx(expected, abs=1e-4)
 
 
@@ -119,9 +154,15 @@ def test_seeded_sampling_is_deterministic():
     torch.manual_seed(0)
     model = GPT(GPTConfig(block_size=64, n_layer=2, n_head=2, n_embd=32, vocab_size=50257))
     no_autocast = lambda: torch.autocast("cpu", enabled=False)  # noqa: E731
-    first = sample(model, "Hello, I'm a language model,", 3, 24, "cpu", seed=42, autocast=no_autocast)
-    again = sample(model, "Hello, I'm a language model,", 3, 24, "cpu", seed=42, autocast=no_autocast)
-    other = sample(model, "Hello, I'm a language model,", 3, 24, "cpu", seed=7, autocast=no_autocast)
+    first = sample(
+        model, "Hello, I'm a language model,", 3, 24, "cpu", seed=42, autocast=no_autocast
+    )
+    again = sample(
+        model, "Hello, I'm a language model,", 3, 24, "cpu", seed=42, autocast=no_autocast
+    )
+    other = sample(
+        model, "Hello, I'm a language model,", 3, 24, "cpu", seed=7, autocast=no_autocast
+    )
     assert first == again
     assert first != other
     assert all(text.startswith("Hello, I'm a language model,") for text in first)
@@ -147,7 +188,9 @@ def test_weight_decay_groups():
     opt = model.configure_optimizers(weight_decay=0.1, learning_rate=6e-4, device_type="cpu")
     decay, no_decay = opt.param_groups
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
-    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() < 2 for p in no_decay["params"])
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(
+        p.dim() < 2 for p in no_decay["params"]
+    )
     # every parameter exactly once (the tied wte/lm_head counts once)
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
     # 2-D: wte, wpe, and per block c_attn, attn.c_proj, c_fc, mlp.c_proj
@@ -161,7 +204,8 @@ def test_weight_decay_groups():
 @pytest.mark.parametrize(
     "name, sms, part, tflops",
     [
-        ("NVIDIA H100 80GB HBM3", 132, "H100 SXM", 989),  # the SXM part's name says neither SXM nor PCIe
+        # the SXM part's name says neither SXM nor PCIe
+        ("NVIDIA H100 80GB HBM3", 132, "H100 SXM", 989),
         ("NVIDIA H100 PCIe", 114, "H100 PCIe", 756),
         ("NVIDIA H100 NVL", 132, "H100 NVL", 835),
         ("NVIDIA H200", 132, "H200 SXM", 989),
@@ -185,7 +229,8 @@ def test_mfu_peak_of_each_known_part(name, sms, part, tflops):
         ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", 42, "MIG slice"),
         ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 16, "MIG slice"),
         ("NVIDIA H100 80GB HBM3", 66, "has 66 SMs"),  # a slice that does not say so
-        ("NVIDIA H100", 114, "has 114 SMs"),  # a PCIe part by its SMs, whatever its name: never the SXM peak
+        # a PCIe part by its SMs, whatever its name: never the SXM peak
+        ("NVIDIA H100", 114, "has 114 SMs"),
         ("NVIDIA L40S", 142, "no peak bf16 throughput known"),
         ("NVIDIA B200", 148, "no peak bf16 throughput known"),
         ("NVIDIA GeForce RTX 4090", 128, "no peak bf16 throughput known"),
@@ -204,7 +249,8 @@ def test_mfu_line_on_a_faked_gpu(monkeypatch):
     mfu = meters.MFU(model, 64, "cuda:0", world_size=8)
     per_token = meters.flops_per_token(model, 64)
     assert mfu.basis() == (
-        f"mfu: {per_token / 1e9:.3f} GFLOPs per token against 8 x 756 TFLOPS (NVIDIA H100 PCIe: H100 PCIe)"
+        f"mfu: {per_token / 1e9:.3f} GFLOPs per token against 8 x 756 TFLOPS "
+        "(NVIDIA H100 PCIe: H100 PCIe)"
     )
     tokens_per_sec = 0.4 * 8 * 756e12 / per_token  # 40% of the eight GPUs' peak
     assert mfu(tokens_per_sec) == " | mfu 40.0%"
@@ -215,7 +261,8 @@ def test_mfu_line_on_a_faked_gpu(monkeypatch):
 
 
 def numbered_shards(lengths):
-    """Shards whose tokens count up 0, 1, 2, ... across shard ends, so a token tells where it came from."""
+    """Shards whose tokens count up 0, 1, 2, ... across shard ends, so a token tells where
+    it came from."""
     ends = np.cumsum(lengths)
     return [np.arange(end - n, end, dtype=np.uint16) for n, end in zip(lengths, ends)]
 
@@ -229,15 +276,21 @@ def test_loader_every_token_once_across_ranks_and_shards():
         for loader in loaders:
             x, y = loader.next_batch()
             assert x.dtype == torch.int64 and x.shape == (B, T)
-            assert torch.equal(x.flatten()[1:], y.flatten()[:-1])  # targets are the inputs shifted by one
-            assert torch.equal(y.flatten() - x.flatten(), torch.ones(B * T, dtype=torch.int64))  # across shard ends
+            # targets are the inputs shifted by one
+            assert torch.equal(x.flatten()[1:], y.flatten()[:-1])
+            # across shard ends
+            assert torch.equal(y.flatten() - x.flatten(), torch.ones(B * T, dtype=torch.int64))
             seen.extend(x.flatten().tolist())
-    assert sorted(seen) == list(range(len(seen)))  # every token once, none dropped at the shard ends
+    # every token once, none dropped at the shard ends
+    assert sorted(seen) == list(range(len(seen)))
 
 
 def test_loader_shuffles_documents_and_shards_with_a_seed():
     rng = np.random.default_rng(0)
-    docs = [np.concatenate(([50256], rng.integers(0, 50000, size=rng.integers(5, 40)))) for _ in range(60)]
+    docs = [
+        np.concatenate(([50256], rng.integers(0, 50000, size=rng.integers(5, 40))))
+        for _ in range(60)
+    ]
     stream = np.concatenate(docs).astype(np.uint16)
     shards = [stream[:700], stream[700:]]
     n = len(stream) // 8 * 8
@@ -252,7 +305,8 @@ def test_loader_shuffles_documents_and_shards_with_a_seed():
     assert np.array_equal(plain, stream[:n])
     assert np.array_equal(shuffled, again)  # seeded: the same order on every rank and every run
     assert not np.array_equal(shuffled, plain)
-    # a permutation of whole documents: the same multiset of tokens and the same number of document starts
+    # a permutation of whole documents: the same multiset of tokens and the same number
+    # of document starts
     full = DataLoaderLite(shards, 1, len(stream) - 1, seed=5).next_batch()
     tokens = torch.cat([full[0][0], full[1][0, -1:]]).numpy()
     assert sorted(tokens.tolist()) == sorted(stream.tolist())
@@ -288,8 +342,8 @@ def test_loader_reads_shards_memory_mapped(tmp_path):
 
 
 def test_a_split_is_read_from_the_end_of_a_name_in_a_folder_named_like_a_pattern(tmp_path):
-    """A prefix holding `_train_` keeps its validation shard out of training, and a folder called `sh[1]` is the
-    folder of that name (a glob would read it as `sh1`, and find nothing)."""
+    """A prefix holding `_train_` keeps its validation shard out of training, and a folder called
+    `sh[1]` is the folder of that name (a glob would read it as `sh1`, and find nothing)."""
     folder = tmp_path / "sh[1]"
     folder.mkdir()
     (tmp_path / "sh1").mkdir()  # what the pattern would match
@@ -301,38 +355,61 @@ def test_a_split_is_read_from_the_end_of_a_name_in_a_folder_named_like_a_pattern
 
 
 def test_a_run_folder_named_like_a_pattern_resumes_its_own_checkpoints(tmp_path):
-    """--log-dir 'run[1]': --resume finds the folder's checkpoints (a glob found none, restarted at step 0 and wrote
-    over them)."""
+    """--log-dir 'run[1]': --resume finds the folder's checkpoints (a glob found none, restarted at
+    step 0 and wrote over them)."""
     log_dir = tmp_path / "run[1]"
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split()]
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split(),
+    ]
     first = run([*common, "--max-steps", "4", "--log-dir", str(log_dir)])
     assert first.returncode == 0, first.stderr
     saved = (log_dir / "model_00004.pt").read_bytes()
     resumed = run([*common, "--max-steps", "6", "--log-dir", str(log_dir), "--resume"])
     assert resumed.returncode == 0 and "resumed from step 4" in resumed.stdout, resumed.stderr
-    assert (log_dir / "model_00004.pt").read_bytes() == saved and sorted(train_losses(log_dir)) == list(range(6))
+    assert (log_dir / "model_00004.pt").read_bytes() == saved and sorted(
+        train_losses(log_dir)
+    ) == list(range(6))
 
 
 def test_resume_on_a_shard_folder_that_changed_is_refused(tmp_path):
-    """The checkpoint's data position is a position in the shards it was trained on: a folder that gained a shard
-    would train on other data unsaid, one that lost a shard failed with an IndexError."""
+    """The checkpoint's data position is a position in the shards it was trained on: a
+    folder that gained a shard would train on other data unsaid, one that lost a shard
+    failed with an IndexError."""
     shards = tmp_path / "shards"
     shards.mkdir()
-    tokens = np.array(tiktoken.get_encoding("gpt2").encode_ordinary((ROOT / "input.txt").read_text()), dtype=np.uint16)
+    tokens = np.array(
+        tiktoken.get_encoding("gpt2").encode_ordinary((ROOT / "input.txt").read_text()),
+        dtype=np.uint16,
+    )
     for i, split in enumerate(["val", "train", "train"]):
         np.save(shards / f"x_{split}_{i:06d}.npy", tokens[i * 20_000 : (i + 1) * 20_000])
     log_dir = tmp_path / "log"
-    common = ["--data", str(shards), *TINY, *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split()]
+    common = [
+        "--data",
+        str(shards),
+        *TINY,
+        *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split(),
+    ]
     assert run([*common, "--max-steps", "2", "--log-dir", str(log_dir)]).returncode == 0
     np.save(shards / "x_train_000003.npy", tokens[60_000:80_000])  # gained a shard
     gained = run([*common, "--max-steps", "4", "--log-dir", str(log_dir), "--resume"])
     assert gained.returncode == 1 and "Traceback" not in gained.stderr
-    expected = f"model_00002.pt was trained on 2 shards of {shards}, which now holds 3 other ones: resume it on the"
+    expected = (
+        f"model_00002.pt was trained on 2 shards of {shards}, which now holds 3 other ones: "
+        "resume it on the"
+    )
     assert expected in gained.stderr.strip().splitlines()[-1]
     (shards / "x_train_000003.npy").unlink()
     (shards / "x_train_000002.npy").unlink()  # lost one
     lost = run([*common, "--max-steps", "4", "--log-dir", str(log_dir), "--resume"])
-    assert lost.returncode == 1 and "Traceback" not in lost.stderr and "which now holds 1 other ones" in lost.stderr
+    assert (
+        lost.returncode == 1
+        and "Traceback" not in lost.stderr
+        and "which now holds 1 other ones" in lost.stderr
+    )
 
 
 # ---- whole runs
@@ -351,16 +428,22 @@ def test_cpu_preset_loss_falls(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     losses = train_losses(tmp_path)
-    assert losses[0] == pytest.approx(math.log(50257), abs=0.3)  # at init every token is about equally likely
+    # at init every token is about equally likely
+    assert losses[0] == pytest.approx(math.log(50257), abs=0.3)
     assert sum(losses[s] for s in range(15, 20)) / 5 < losses[0] - 2.5  # the preset's 20 steps
     assert "sample 0: \"Hello, I'm a language model," in proc.stdout
     assert (tmp_path / "model_00020.pt").exists()
 
 
 def test_ddp_two_ranks_equal_one_process(tmp_path):
-    # two micro-steps per rank: the gradient must be synced on the last one only (the lecture's placement of
-    # require_backward_grad_sync synced the first one and let the replicas drift apart)
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 256 --max-steps 6 --device cpu".split()]
+    # two micro-steps per rank: the gradient must be synced on the last one only (the lecture's
+    # placement of require_backward_grad_sync synced the first one and let the replicas drift apart)
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 256 --max-steps 6 --device cpu".split(),
+    ]
     single = run([*common, "--log-dir", str(tmp_path / "single")])
     assert single.returncode == 0, single.stderr
     ddp = subprocess.run(
@@ -389,20 +472,27 @@ def test_ddp_two_ranks_equal_one_process(tmp_path):
         assert a[step] == pytest.approx(b[step], abs=1e-5)
     wa, wb = final_weights(tmp_path / "single"), final_weights(tmp_path / "ddp")
     for key in wa:
-        # AdamW divides by sqrt(v): where a gradient is near zero (a rare token's row of wte), summing it in another
-        # order can change that element's step by a few percent of lr (once 1.4e-5 here; typically under 1e-6; the
-        # key bias in c_attn has only such gradients, as softmax ignores it). So: every element within a tenth of
-        # one step at lr 1e-3, and each tensor on average within a thousandth of one
+        # AdamW divides by sqrt(v): where a gradient is near zero (a rare token's row of wte),
+        # summing it in another order can change that element's step by a few percent of lr (once
+        # 1.4e-5 here; typically under 1e-6; the key bias in c_attn has only such gradients, as
+        # softmax ignores it). So: every element within a tenth of one step at lr 1e-3, and each
+        # tensor on average within a thousandth of one
         torch.testing.assert_close(wa[key], wb[key], atol=1e-4, rtol=0)
         assert (wa[key] - wb[key]).abs().mean() < 1e-6, key
 
 
 def test_a_diverged_step_is_never_resumed_and_a_lower_max_lr_goes_on(tmp_path):
-    """--max-lr 1e30: step 0's update leaves huge but finite weights, whose loss at step 1 is not finite. The run stops
-    before step 1's update and sets aside the checkpoint of step 1 (exactly those weights), so that the advice it
-    prints can be followed: --resume with a lower --max-lr trains on, with finite losses."""
+    """--max-lr 1e30: step 0's update leaves huge but finite weights, whose loss at step 1 is not
+    finite. The run stops before step 1's update and sets aside the checkpoint of step 1 (exactly
+    those weights), so that the advice it prints can be followed: --resume with a lower --max-lr
+    trains on, with finite losses."""
     log_dir = tmp_path / "nan"
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 4 --device cpu".split()]
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 64 --max-steps 4 --device cpu".split(),
+    ]
     common += ["--checkpoint-every", "1", "--log-dir", str(log_dir)]
     diverged = run([*common, "--max-lr", "1e30"])
     assert diverged.returncode == 1 and "Traceback" not in diverged.stderr, diverged.stderr
@@ -419,11 +509,19 @@ def test_a_diverged_step_is_never_resumed_and_a_lower_max_lr_goes_on(tmp_path):
     # from a checkpoint, another --max-lr is allowed, and said to change the run
     lowered = run([*common, "--max-lr", "5e-4", "--resume", str(log_dir / "model_00002.pt")])
     assert lowered.returncode == 0, lowered.stderr
-    assert "was trained with --max-lr 0.001: from step 2 on, this run changes it to 0.0005" in lowered.stderr
+    assert (
+        "was trained with --max-lr 0.001: from step 2 on, this run changes it to 0.0005"
+        in lowered.stderr
+    )
 
 
 def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 60 --device cpu".split()]
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 64 --max-steps 60 --device cpu".split(),
+    ]
     common += ["--val-every", "20"]
     straight = run([*common, "--log-dir", str(tmp_path / "straight")])
     assert straight.returncode == 0, straight.stderr
@@ -452,16 +550,22 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed from step {stopped_at}" in resumed.stdout
     # the same log, line for line, under its own run id (kept across the resume)
-    resumed_log, straight_log = (interrupted / "log.txt").read_text(), (tmp_path / "straight" / "log.txt").read_text()
+    resumed_log, straight_log = (
+        (interrupted / "log.txt").read_text(),
+        (tmp_path / "straight" / "log.txt").read_text(),
+    )
     assert timeless(resumed_log)[1:] == timeless(straight_log)[1:]
-    assert resumed_log.startswith("# run ") and resumed_log.split("\n", 1)[0] != straight_log.split("\n", 1)[0]
+    assert (
+        resumed_log.startswith("# run ")
+        and resumed_log.split("\n", 1)[0] != straight_log.split("\n", 1)[0]
+    )
     assert_same_run(interrupted, tmp_path / "straight")
 
 
 def run_until_hang_up(argv, line):
-    """Run argv on a terminal of its own (a pseudo-terminal, as sshd gives a login) and hang the terminal up as a
-    dropped SSH connection does once `line` is shown: the kernel sends SIGHUP to the process that owns it, and every
-    write to it fails from then on. Returns the exit status."""
+    """Run argv on a terminal of its own (a pseudo-terminal, as sshd gives a login) and hang the
+    terminal up as a dropped SSH connection does once `line` is shown: the kernel sends SIGHUP to
+    the process that owns it, and every write to it fails from then on. Returns the exit status."""
     terminal, far_end = pty.openpty()
 
     def own_the_terminal():  # in the child, after start_new_session's setsid()
@@ -489,12 +593,22 @@ def run_until_hang_up(argv, line):
 
 
 def test_hang_up_then_resume_equals_uninterrupted(tmp_path):
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 20 --device cpu".split()]
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 64 --max-steps 20 --device cpu".split(),
+    ]
     straight = run([*common, "--log-dir", str(tmp_path / "straight")])
     assert straight.returncode == 0, straight.stderr
 
     hung_up = tmp_path / "hung_up"
-    assert run_until_hang_up([sys.executable, "train_gpt2.py", *common, "--log-dir", str(hung_up)], "step     3 ") == 0
+    assert (
+        run_until_hang_up(
+            [sys.executable, "train_gpt2.py", *common, "--log-dir", str(hung_up)], "step     3 "
+        )
+        == 0
+    )
     (checkpoint,) = hung_up.glob("model_*.pt")  # written although its terminal was gone
     stopped_at = int(checkpoint.stem.split("_")[1])
     assert 3 < stopped_at < 20
@@ -505,22 +619,48 @@ def test_hang_up_then_resume_equals_uninterrupted(tmp_path):
     assert_same_run(hung_up, tmp_path / "straight")
 
 
-def test_a_write_the_hung_up_terminal_refuses_before_its_sighup_stops_the_run_as_the_sighup_would(tmp_path):
-    # under torchrun the agent owns the terminal and forwards its SIGHUP; a worker that prints before it arrives gets
-    # EIO. Here the owner takes the SIGHUP and forwards nothing, so the run only ever sees the failed write
+def test_a_write_the_hung_up_terminal_refuses_before_its_sighup_stops_the_run_as_the_sighup_would(
+    tmp_path,
+):
+    # under torchrun the agent owns the terminal and forwards its SIGHUP; a worker that prints
+    # before it arrives gets EIO. Here the owner takes the SIGHUP and forwards nothing, so the run
+    # only ever sees the failed write
     owner = "import signal, subprocess, sys; signal.signal(signal.SIGHUP, lambda *a: None); "
     owner += "sys.exit(subprocess.call(sys.argv[1:]))"
-    argv = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --max-steps 20 --device cpu".split()]
+    argv = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 64 --max-steps 20 --device cpu".split(),
+    ]
     argv += ["--log-dir", str(tmp_path)]
-    assert run_until_hang_up([sys.executable, "-c", owner, sys.executable, "train_gpt2.py", *argv], "step     3 ") == 0
+    assert (
+        run_until_hang_up(
+            [sys.executable, "-c", owner, sys.executable, "train_gpt2.py", *argv], "step     3 "
+        )
+        == 0
+    )
     (checkpoint,) = tmp_path.glob("model_*.pt")
     assert 3 < int(checkpoint.stem.split("_")[1]) < 20
 
 
 def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
-    # the hang-up reaches torchrun's agent, which owns the terminal; it forwards SIGHUP to the two workers
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 12 --device cpu".split()]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_gpt2.py"]
+    # the hang-up reaches torchrun's agent, which owns the terminal; it forwards SIGHUP to
+    # the two workers
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 128 --max-steps 12 --device cpu".split(),
+    ]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "train_gpt2.py",
+    ]
     straight = subprocess.run(
         [*torchrun, *common, "--log-dir", str(tmp_path / "straight")],
         cwd=ROOT,
@@ -532,7 +672,8 @@ def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
     assert straight.returncode == 0, straight.stderr
 
     hung_up = tmp_path / "hung_up"
-    # the workers stop cleanly; the agent then exits 1 with a traceback, as on SIGTERM (torchrun's own doing)
+    # the workers stop cleanly; the agent then exits 1 with a traceback, as on SIGTERM
+    # (torchrun's own doing)
     run_until_hang_up([*torchrun, *common, "--log-dir", str(hung_up)], "step     3 ")
     (checkpoint,) = hung_up.glob("model_*.pt")
     stopped_at = int(checkpoint.stem.split("_")[1])
@@ -552,12 +693,26 @@ def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
 
 
 def test_sigterm_to_the_workers_stops_before_the_next_evaluation(tmp_path):
-    # what the README tells a torchrun user to do: signal the workers (pkill -TERM -P <torchrun's pid>), not torchrun,
-    # whose agent ends in a traceback and status 1 when signalled itself; then torchrun exits 0
-    argv = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 128 --max-steps 20 --device cpu".split()]
+    # what the README tells a torchrun user to do: signal the workers
+    # (pkill -TERM -P <torchrun's pid>), not torchrun, whose agent ends in a traceback and status 1
+    # when signalled itself; then torchrun exits 0
+    argv = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 128 --max-steps 20 --device cpu".split(),
+    ]
     argv += [*"--val-every 1 --val-steps 8 --sample-every 1 --log-dir".split(), str(tmp_path)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train_gpt2.py", *argv],
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "train_gpt2.py",
+            *argv,
+        ],
         cwd=ROOT,
         env=ENV,
         stdout=subprocess.PIPE,
@@ -567,19 +722,29 @@ def test_sigterm_to_the_workers_stops_before_the_next_evaluation(tmp_path):
     after_step_2 = False
     for line in proc.stdout:
         after_step_2 = after_step_2 or line.startswith("step     2 ")
-        if after_step_2 and line.startswith("validation loss"):  # step 3's: its sampling and training still to come
+        # step 3's: its sampling and training still to come
+        if after_step_2 and line.startswith("validation loss"):
             subprocess.run(["pkill", "-TERM", "-P", str(proc.pid)], check=True)
             break
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "Traceback" not in err, err
-    # stopped before step 3's training (before its sampling too, unless the signal came after that check)
+    # stopped before step 3's training (before its sampling too, unless the signal came
+    # after that check)
     assert "stopped at step 3: resume with --resume" in out and "step     3 " not in out
     assert [p.name for p in tmp_path.glob("model_*.pt")] == ["model_00003.pt"]
 
 
 def test_hang_up_under_nohup_goes_on(tmp_path):
-    # nohup runs a command with SIGHUP ignored, so that it outlives the terminal: the run keeps that choice
-    argv = [sys.executable, "train_gpt2.py", "--data", "input.txt", *TINY, *"-B 2 -T 32 --max-steps 6".split()]
+    # nohup runs a command with SIGHUP ignored, so that it outlives the terminal: the run
+    # keeps that choice
+    argv = [
+        sys.executable,
+        "train_gpt2.py",
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --max-steps 6".split(),
+    ]
     proc = subprocess.Popen(
         [*argv, "--total-batch", "64", "--device", "cpu", "--log-dir", str(tmp_path)],
         cwd=ROOT,
@@ -608,8 +773,13 @@ def assert_fails(proc, message):
 
 
 def test_missing_data(tmp_path):
-    assert_fails(run(["--data", str(tmp_path / "nowhere"), "--log-dir", str(tmp_path / "log")]), "does not exist")
-    assert_fails(run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "no train shards")
+    assert_fails(
+        run(["--data", str(tmp_path / "nowhere"), "--log-dir", str(tmp_path / "log")]),
+        "does not exist",
+    )
+    assert_fails(
+        run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "no train shards"
+    )
     assert not (tmp_path / "log").exists()
 
 
@@ -619,23 +789,40 @@ def test_corrupt_and_truncated_shards(tmp_path):
     np.save(good, np.arange(5000, dtype=np.uint16))
     truncated = tmp_path / "x_train_000002.npy"
     truncated.write_bytes(good.read_bytes()[:4000])
-    assert_fails(run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "x_train_000002.npy")
+    assert_fails(
+        run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "x_train_000002.npy"
+    )
     truncated.write_bytes(b"not a numpy file at all")
-    assert_fails(run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "not a readable .npy shard")
+    assert_fails(
+        run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]),
+        "not a readable .npy shard",
+    )
     np.save(truncated, np.arange(10, dtype=np.int32))
-    assert_fails(run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "expected a 1-D uint16")
+    assert_fails(
+        run(["--data", str(tmp_path), "--log-dir", str(tmp_path / "log")]), "expected a 1-D uint16"
+    )
 
 
 def test_impossible_batch_and_bad_flags(tmp_path):
     proc = assert_fails(
         run(["--preset", "cpu", "--total-batch", "1000", "--log-dir", str(tmp_path)]),
-        "--total-batch 1000 is not a multiple of B*T*processes = 8*64*1 = 512: pass --total-batch 1024 --max-steps 20",
+        "--total-batch 1000 is not a multiple of B*T*processes = 8*64*1 = 512: "
+        "pass --total-batch 1024 --max-steps 20",
     )
     assert len(proc.stderr.strip().splitlines()) == 1
     assert_fails(run(["--preset", "d99"]), "invalid choice")
     assert_fails(run(["--preset", "cpu", "--max-steps", "many"]), "expected a whole number")
     assert_fails(
-        run(["--preset", "cpu", "--resume", str(tmp_path / "missing.pt"), "--log-dir", str(tmp_path)]),
+        run(
+            [
+                "--preset",
+                "cpu",
+                "--resume",
+                str(tmp_path / "missing.pt"),
+                "--log-dir",
+                str(tmp_path),
+            ]
+        ),
         "no checkpoint at",
     )
     assert list(tmp_path.iterdir()) == []
@@ -646,17 +833,26 @@ def test_existing_run_is_never_written_over(tmp_path):
     assert_fails(run(["--preset", "cpu", "--log-dir", str(tmp_path)]), "already holds a run")
     assert (tmp_path / "log.txt").read_text() == "0 train 10.9\n"
     (tmp_path / "model_00010.pt").write_bytes(b"torn")
-    assert_fails(run(["--preset", "cpu", "--log-dir", str(tmp_path), "--resume"]), "not a readable checkpoint")
+    assert_fails(
+        run(["--preset", "cpu", "--log-dir", str(tmp_path), "--resume"]),
+        "not a readable checkpoint",
+    )
     assert (tmp_path / "model_00010.pt").read_bytes() == b"torn"
 
 
 def test_compiled_run_with_every_evaluation(tmp_path):
-    """torch.compile ON through training, validation, HellaSwag and sampling (the reference must turn compile off)."""
+    """torch.compile ON through training, validation, HellaSwag and sampling (the reference must
+    turn compile off)."""
     rows = [
         {
             "ctx": f"A man walks to the {w}. He",
             "label": i % 4,
-            "endings": ["opens the door.", "sits down.", "eats a fish quickly.", "looks at the sky."],
+            "endings": [
+                "opens the door.",
+                "sits down.",
+                "eats a fish quickly.",
+                "looks at the sky.",
+            ],
         }
         for i, w in enumerate(["door", "park", "shop", "river", "house", "car"])
     ]
@@ -712,9 +908,15 @@ def test_compiled_run_with_every_evaluation(tmp_path):
 
 def test_a_killed_runs_half_written_checkpoint_goes_when_the_next_run_takes_the_folder(tmp_path):
     log_dir = tmp_path / "log"
-    common = ["--data", "input.txt", *TINY, *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split()]
+    common = [
+        "--data",
+        "input.txt",
+        *TINY,
+        *"-B 2 -T 32 --total-batch 64 --device cpu --checkpoint-every 2".split(),
+    ]
     assert run([*common, "--max-steps", "2", "--log-dir", str(log_dir)]).returncode == 0
-    dead = log_dir / f"model_00003.pt.{2**22 + 1}.tmp"  # no process has this pid: its writer was killed
+    # no process has this pid: its writer was killed
+    dead = log_dir / f"model_00003.pt.{2**22 + 1}.tmp"
     live = log_dir / f"model_00003.pt.{os.getpid()}.tmp"  # a writer that still runs keeps its own
     dead.write_bytes(b"half")
     live.write_bytes(b"half")

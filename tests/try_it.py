@@ -1,9 +1,11 @@
-"""Run a step's Try-it exactly as its narration writes it, in a checkout of that step, and compare the output.
+"""Run a step's Try-it exactly as its narration writes it, in a checkout of that step, and compare
+the output.
 
-What needs the network in real life runs against local stand-ins (`walkthrough stand-ins`), linked into the checkout as
-`stand-ins/`; a narration names each one it uses on its **Stand-in** line. Used by tests/test_steps.py, and by hand:
+What needs the network in real life runs against local stand-ins (`walkthrough stand-ins`), linked
+into the checkout as `stand-ins/`; a narration names each one it uses on its **Stand-in** line. Used
+by tests/test_steps.py, and by hand:
 
-    python tests/try_it.py FOLDER NARRATION.md     # FOLDER: a checkout of the step (it is written to)
+    python tests/try_it.py FOLDER NARRATION.md  # FOLDER: a checkout of the step (it is written to)
 """
 
 import os
@@ -20,7 +22,8 @@ from walkthrough.narration import NarrationError, mismatch, read, split  # noqa:
 from walkthrough.runner import argv_here, env_here  # noqa: E402
 from walkthrough.stand_ins import make_stand_ins  # noqa: E402
 
-# beside the reader's environment for a Try-it (env_here: a thread each, as two steps run at once here), offline
+# beside the reader's environment for a Try-it (env_here: a thread each, as two steps run at
+# once here), offline
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 TIMEOUT = 120  # seconds per command: a Try-it should take well under 30
 
@@ -55,14 +58,20 @@ def run(folder: Path, narration: str, stand_ins: Path) -> tuple[str | None, str,
         return f"{type(error).__name__}: {error}", "".join(output), time.time() - started
     out = "".join(output)
     if status != promise.exit_status:
-        return f"exit status {status}, the narration expects {promise.exit_status}", out, time.time() - started
+        return (
+            f"exit status {status}, the narration expects {promise.exit_status}",
+            out,
+            time.time() - started,
+        )
     return mismatch(promise, out), out, time.time() - started
 
 
 if __name__ == "__main__":
     folder, narration = Path(sys.argv[1]), Path(sys.argv[2]).read_text()
     problem, out, seconds = run(
-        folder, narration, make_stand_ins(Path(os.environ.get("STAND_INS", "/tmp/stand-ins")), ROOT / "input.txt")
+        folder,
+        narration,
+        make_stand_ins(Path(os.environ.get("STAND_INS", "/tmp/stand-ins")), ROOT / "input.txt"),
     )
     print(out)
     print(f"--- {seconds:.1f} s: " + (problem or "the output keeps the narration's promise"))

@@ -1,8 +1,8 @@
-"""A small series written from Python data, for the walkthrough's tests and its benchmark, and a repository with
-hostile names.
+"""A small series written from Python data, for the walkthrough's tests and its benchmark, and a
+repository with hostile names.
 
-`write_series` commits each step in a scratch repository the way an author would, then exports it, so what
-lands in steps/ is exactly what `walkthrough export` writes.
+`write_series` commits each step in a scratch repository the way an author would, then exports it,
+so what lands in steps/ is exactly what `walkthrough export` writes.
 """
 
 from __future__ import annotations
@@ -139,16 +139,21 @@ DEMO_STEPS: list[DemoStep] = [
     (
         "Read the text",
         "Everything starts from one file of text: tiny Shakespeare.\n\n"
-        "## Why\n\nA language model learns to continue text, so before any model there is text to look at.\n\n"
+        "## Why\n\n"
+        "A language model learns to continue text, "
+        "so before any model there is text to look at.\n\n"
         "**Try it**\n\n```bash\npython train_gpt2.py\n```\n\n"
-        "**What you should see**\n\nThe number of characters, then the first lines of *First Citizen*.",
+        "**What you should see**\n\n"
+        "The number of characters, then the first lines of *First Citizen*.",
         {"input.txt": SHAKESPEARE, "train_gpt2.py": READ},
     ),
     (
         "Tokens with tiktoken",
-        "GPT-2 reads tokens, not characters: byte-pair encoding turns common character runs into one id.\n\n"
-        "## Why\n\nAbout 3 characters per token for English (measured below), so the same 1,024-token context "
-        "sees three times more text than characters would.\n\n"
+        "GPT-2 reads tokens, not characters: "
+        "byte-pair encoding turns common character runs into one id.\n\n"
+        "## Why\n\n"
+        "About 3 characters per token for English (measured below), "
+        "so the same 1,024-token context sees three times more text than characters would.\n\n"
         "**Try it**\n\n```bash\npython train_gpt2.py\n```\n\n"
         "**What you should see**\n\nFewer tokens than characters, and a list of 24 token ids.",
         {"train_gpt2.py": TOKENS},
@@ -156,19 +161,27 @@ DEMO_STEPS: list[DemoStep] = [
     (
         "The GPT-2 config",
         "The five numbers that make GPT-2 (124M), in a dataclass with a comment per field.\n\n"
-        "## Why\n\nEvery shape in the model comes from these: 12 layers of width 768 with 12 heads of 64.\n\n"
-        "**Try it**\n\n```bash\npython -c 'import train_gpt2; print(train_gpt2.GPTConfig())'\n```\n\n"
-        "**What you should see**\n\n`GPTConfig(block_size=1024, vocab_size=50257, n_layer=12, n_head=12, n_embd=768)`",
+        "## Why\n\n"
+        "Every shape in the model comes from these: 12 layers of width 768 with 12 heads of 64.\n\n"
+        "**Try it**\n\n"
+        "```bash\npython -c 'import train_gpt2; print(train_gpt2.GPTConfig())'\n```\n\n"
+        "**What you should see**\n\n"
+        "`GPTConfig(block_size=1024, vocab_size=50257, n_layer=12, n_head=12, n_embd=768)`",
         {"train_gpt2.py": CONFIG + DATA},
     ),
     (
         "Causal self-attention",
-        "Attention lets every token look back at the tokens before it and take a weighted average of them.\n\n"
-        "## Why\n\nThe weights come from how well a token's *query* matches each earlier *key*. The mask keeps "
-        "the future hidden, so the model can be trained on every position of a sequence at once.\n\n"
-        "Names follow OpenAI's checkpoint (`c_attn`, `c_proj`), so loading the weights later is a key-for-key "
-        "copy.\n\n"
-        "**Try it**\n\n```bash\npython -c 'import torch, train_gpt2 as t; a = t.CausalSelfAttention(t.GPTConfig()); "
+        "Attention lets every token look back at the tokens before it "
+        "and take a weighted average of them.\n\n"
+        "## Why\n\n"
+        "The weights come from how well a token's *query* matches each earlier *key*. "
+        "The mask keeps the future hidden, "
+        "so the model can be trained on every position of a sequence at once.\n\n"
+        "Names follow OpenAI's checkpoint (`c_attn`, `c_proj`), "
+        "so loading the weights later is a key-for-key copy.\n\n"
+        "**Try it**\n\n"
+        "```bash\npython -c 'import torch, train_gpt2 as t; "
+        "a = t.CausalSelfAttention(t.GPTConfig()); "
         "print(a(torch.randn(2, 8, 768)).shape)'\n```\n\n"
         "**What you should see**\n\n`torch.Size([2, 8, 768])`: one output vector per input token.",
         {"train_gpt2.py": CONFIG + ATTENTION + DATA},
@@ -189,15 +202,17 @@ INJECTED = "x;touch${IFS}m1;$(touch${IFS}m2)`touch${IFS}m3`"
 
 
 def make_hostile_repo(path: Path) -> Path:
-    """Four steps with names that trip up careless code: a Latin-1 file name and one with a quote and a tab; tags
-    named like a shell command, like an option (-b), and like a branch that points elsewhere (v1); no tag."""
+    """Four steps with names that trip up careless code: a Latin-1 file name and one with a quote
+    and a tab; tags named like a shell command, like an option (-b), and like a branch that points
+    elsewhere (v1); no tag."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
     names = {os.fsdecode(LATIN1_NAME): "latin name\n", 'quote"\tand tab.txt': "odd name\n"}
     commit(path, "Odd names\n\nFiles git has to quote.", names)
     git(path, "tag", INJECTED)
     commit(path, "Option-like tag", {"b.txt": "b\n"})
-    git(path, "update-ref", "refs/tags/-b", "HEAD")  # `git tag` refuses a leading '-'; refs allow it
+    # `git tag` refuses a leading '-'; refs allow it
+    git(path, "update-ref", "refs/tags/-b", "HEAD")
     commit(path, "Tag and branch", {"c.txt": "c\n"})
     git(path, "tag", "v1")
     git(path, "branch", "v1", "HEAD~2")  # `git checkout v1` would take this branch
@@ -212,7 +227,8 @@ import os, pathlib, sys
 
 print("show.py says:", *sys.argv[1:])
 print("GREETING is", os.environ.get("GREETING", "unset"))
-with open("ran.txt", "a") as f:  # one line per run: a second run in the same checkout finds the first one's
+with open("ran.txt", "a") as f:  # one line per run: \
+a second run in the same checkout finds the first one's
     f.write("ran\\n")
 print("runs in this checkout:", len(pathlib.Path("ran.txt").read_text().splitlines()))
 """
@@ -233,12 +249,16 @@ sys.exit(3)
 """
 
 LONG_COMMAND = (
-    "python show.py --n-layer 4 --n-head 4 --n-embd 128 -B 8 -T 128 --max-steps 10 --and-then-some-more-flags"
+    "python show.py --n-layer 4 --n-head 4 --n-embd 128 -B 8 -T 128 --max-steps 10 "
+    "--and-then-some-more-flags"
 )
 
 
 def _narration(what: str, try_it: str, see: str) -> str:
-    return f"{what}\n\n**Try it**\n\n```bash\n{try_it}\n```\n\n**What you should see**\n\n```\n{see}\n```\n"
+    return (
+        f"{what}\n\n**Try it**\n\n```bash\n{try_it}\n```\n\n"
+        f"**What you should see**\n\n```\n{see}\n```\n"
+    )
 
 
 RUN_STEPS: list[DemoStep] = [
