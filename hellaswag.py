@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from longrun.common import EOT, ArgumentParser, UserError, count, run_cli
+from longrun.flags import device_name
 from longrun.hellaswag_scoring import (
     DATA_CACHE_DIR,
     by_length,
@@ -234,7 +235,9 @@ def parse_args(argv=None):
         help="examples per forward pass, 4 rows each (default: 1 on a CPU, whose caches a big "
         "batch's logits outgrow; 16 elsewhere)",
     )
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument(
+        "--device", type=device_name, default="auto", help="auto, cpu, cuda, cuda:N or mps"
+    )
     p.add_argument(
         "--compile", action="store_true", help="torch.compile the model; every batch gets one shape"
     )

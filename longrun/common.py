@@ -4,14 +4,12 @@ import argparse
 import contextlib
 import errno
 import hashlib
-import math
 import os
 import re
 import shutil
 import signal
 import sys
 import threading
-from argparse import ArgumentTypeError
 
 # <|endoftext|>: GPT-2's only special token, the last id; fineweb.py puts it before every document
 EOT = 50256
@@ -238,27 +236,40 @@ def lock_folder(folder, hold=True):
     return f
 
 
-def whole(text):
-    return 0 if float(text) == 0 else count(text)
+def batch_advice(total_batch, B, T, world_size, max_steps, resuming):
+    """Why total_batch tokens a step are no whole number of B*T micro-batches on world_size
+    processes, and what would be: a -B that keeps the run, and for a fresh run a --total-batch with
+    the --max-steps that keeps its tokens (a resumed run keeps the total batch it trained with)."""
+    tokens = B * T * world_size  # one micro-step of all processes
+    fits = [b for b in range(B - 1, 0, -1) if total_batch % (b * T * world_size) == 0]
+    hints = [f"-B {b} (the same run)" for b in fits[:1]]
+    if not resuming:
+        other = max(1, round(total_batch / tokens)) * tokens
+        # another total batch is another experiment (other steps, another schedule): this
+        # --max-steps keeps its tokens
+        keep = round(total_batch * max_steps / other)
+        hints.append(f"--total-batch {other} --max-steps {keep} (the same tokens in other steps)")
+    advice = "use a number of processes that divides it"
+    if hints:
+        advice = f"pass {', or '.join(hints)}"
+    kept = "; a resumed run keeps its --total-batch" if resuming else ""
+    return (
+        f"--total-batch {total_batch} is not a multiple of B*T*processes = {B}*{T}*{world_size} = "
+        f"{tokens}: {advice}{kept}"
+    )
 
 
-def random_seed(text):
-    # numpy's default_rng and torch.manual_seed both take these
-    if not 0 <= (value := int(text)) < 2**63:
-        raise ArgumentTypeError(f"expected a whole number from 0 to 2**63 - 1, got {text!r}")
-    return value
-
-
-def positive_float(text):
-    if not (math.isfinite(value := float(text)) and value > 0):
-        raise ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def fraction(text):
-    if not 0 <= (value := float(text)) <= 1:  # nan fails too
-        raise ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
-    return value
+def loading_error(error, name):
+    """The one-line UserError for a model that did not load, or the error itself where it is a bug
+    (ours or a library's): load_model raises what this returns."""
+    if isinstance(error, ImportError):
+        return UserError(f"{name} is loaded by transformers: pip install -e '.[hf]'")
+    # no such model or folder, no network, a broken config, weights cut short or of other sizes
+    expected = (OSError, ValueError, KeyError, RuntimeError)
+    if not isinstance(error, expected) and type(error).__name__ != "SafetensorError":
+        return error
+    reason = (str(error).splitlines() or [type(error).__name__])[0]
+    return UserError(f"cannot load model {name!r}: {reason}")
 
 
 def open_no_link(path, mode):

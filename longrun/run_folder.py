@@ -221,6 +221,14 @@ class RunFolder:
         with open_no_link(self.log_file, "a") as f:
             f.write("".join(f"{step} {kind} {value}\n" for kind, value in values.items()))
 
+    def log_step(self, step, loss, lr, norm, tokens_per_sec, mfu):
+        """A training step's loss and its health (lr, gradient norm, tok/s, MFU where the GPU's peak
+        is known), in one write."""
+        health = {"lr": f"{lr:.4e}", "norm": f"{norm:.4f}", "tok_s": f"{tokens_per_sec:.0f}"}
+        if mfu.tflops:
+            health["mfu"] = f"{mfu.percent(tokens_per_sec):.1f}"
+        self.log(step, train=f"{loss:.6f}", **health)
+
     def save_checkpoint(self, step, model, optimizer, loader):
         state = {
             "model": model.state_dict(),
@@ -370,6 +378,10 @@ def read_checkpoint(path):
         raise UserError(
             f"{path} is not a train_gpt2.py checkpoint (no 'model' and 'config' entries)"
         )
+    sizes = checkpoint["config"]  # GPTConfig's fields, which GPT.from_checkpoint checks by name
+    positive = all(type(v) is int and v > 0 for v in sizes.values())
+    if not positive or sizes.get("n_embd", 1) % sizes.get("n_head", 1):
+        raise UserError(f"{path}: its config is not a model's shape ({sizes})")
     if checkpoint.get("sha256") != tensor_digest(checkpoint["model"], checkpoint.get("optimizer")):
         raise UserError(f"{path} is damaged: its tensors do not match the checksum saved with them")
     return checkpoint | {"path": path}

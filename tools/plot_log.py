@@ -12,14 +12,8 @@ import sys
 import time
 from collections import defaultdict
 
-from longrun.common import (
-    ArgumentParser,
-    UserError,
-    lock_folder,
-    positive_float,
-    run_cli,
-    write_atomically,
-)
+from longrun.common import ArgumentParser, UserError, lock_folder, run_cli, write_atomically
+from longrun.flags import positive_float
 from longrun.run_folder import read_log
 
 # the bars to beat: OpenAI's GPT-2 124M checkpoint on FineWeb-Edu val (the lecture's figure); on

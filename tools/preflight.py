@@ -32,10 +32,9 @@ from train_gpt2 import (
     GPTConfig,
     RunFolder,
     accumulate_gradients,
-    autocast_for,
     compile_on,
     load_model,
-    run_dtype,
+    precision,
 )
 
 MEASURED_STEPS = 3  # timed after one warm-up step (compilation, allocator, caches)
@@ -117,7 +116,7 @@ def check_device(plan):
             name += f" on each of {plan.world_size // gpus} machines"
     else:
         name = f"{device} x{plan.world_size}"
-    dtype = run_dtype(args.dtype, kind)
+    dtype, _ = precision(args.dtype, kind)
     if dtype == "bfloat16" and kind == "cuda" and not torch.cuda.is_bf16_supported():
         raise UserError(f"{torch.cuda.get_device_name(0)} has no bfloat16: pass --dtype float32")
     compiled = compile_on(args, kind)
@@ -207,7 +206,7 @@ def check_time(plan):
     if compile_on(args, device_type):
         model = torch.compile(model)
     loader = DataLoaderLite(plan.train_shards, args.batch_size, args.seq_len, seed=args.seed)
-    autocast = autocast_for(device_type, run_dtype(args.dtype, device_type))
+    _, autocast = precision(args.dtype, device_type)
     times = [
         timed_step(model, optimizer, loader, plan.grad_accum_steps, device, autocast)
         for _ in range(1 + MEASURED_STEPS)

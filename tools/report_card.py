@@ -15,6 +15,7 @@ import train_gpt2
 from longrun.common import UserError, sha256_file, write_atomically
 from longrun.manifest import read_manifest
 from longrun.meters import duration
+from longrun.shards import SHARD
 from tools.plot_log import GPT2_124M_HELLASWAG, GPT2_124M_VAL_LOSS, GPT3_124M_HELLASWAG, read_series
 
 # reproduce.py's
@@ -59,7 +60,7 @@ def data_summary(data):
     manifest, tokens = read_manifest(data), {"train": 0, "val": 0}
     for shard in manifest["shards"]:
         # the split, as the run reads it
-        tokens[train_gpt2.SHARD.fullmatch(shard["file"])[1]] += shard["tokens"]
+        tokens[SHARD.fullmatch(shard["file"])[1]] += shard["tokens"]
     source = {
         k: v for k, v in manifest["settings"].items() if k in ("dataset", "name", "split", "files")
     }

@@ -15,8 +15,9 @@ import sys
 
 import tiktoken
 
-from longrun.common import ArgumentParser, UserError, count, random_seed, run_cli
-from train_gpt2 import autocast_for, load_model, pick_device, run_dtype, sample
+from longrun.common import ArgumentParser, UserError, count, run_cli
+from longrun.flags import device_name, random_seed
+from train_gpt2 import load_model, pick_device, precision, sample
 
 OPENAI_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 MAX_SAMPLES = 4096  # all samples are one batch: 1e12 of them would fail to allocate, deep in torch
@@ -51,7 +52,7 @@ def run(args):
 
     device_type = device.split(":")[0]
     # as the run's default: bfloat16 on a GPU
-    autocast = autocast_for(device_type, run_dtype(None, device_type))
+    _, autocast = precision(None, device_type)
     texts = sample(
         model, args.prompt, args.num, args.length, device, args.seed, autocast, args.top_k
     )
@@ -85,7 +86,9 @@ def parse_args(argv=None):
         default=42,
         help="the same seed gives the same samples on one device",
     )
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument(
+        "--device", type=device_name, default="auto", help="auto, cpu, cuda, cuda:N or mps"
+    )
     args = p.parse_args(argv)
     if not args.prompt:
         p.error("--prompt is empty: a sample continues some text")
