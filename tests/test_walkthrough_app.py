@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import html
+import itertools
 import os
 import shlex
 import shutil
@@ -477,6 +478,76 @@ def test_step_list_follows_the_keyboard_when_focused(demo_history, tmp_path):
         assert app.reader.nav.index == 2
         await pilot.press("enter")
         assert isinstance(app.focused, OptionList) and app.reader.nav.index == 2
+
+    drive(app, keys, SIZE)
+
+
+def test_a_step_switch_repaints_the_two_options_the_highlight_moves_between(tmp_path_factory, tmp_path, monkeypatch):
+    """The step list repaints the options the highlight leaves and lands on, each over all its lines (a long title
+    wraps), and no other: the lines OptionList brought into view, kept from the move before."""
+    long = "a title long enough to wrap under itself in the list"
+    titles = ["One", f"Two, {long}", "Part II · Three", f"Four, {long}", "Five"]
+    history = built_history(tmp_path_factory, "wrapped", [(t, "N.", {f"f{n}.py": "x\n"}) for n, t in enumerate(titles)])
+    app, _ = reader(history, tmp_path)
+    asked: set[int] = set()  # lines of the list repainted
+    render_line = StepList.render_line
+    monkeypatch.setattr(
+        StepList, "render_line", lambda self, y: asked.add(self.scroll_offset.y + y) or render_line(self, y)
+    )
+
+    async def keys(pilot):
+        steps = app.query_one(StepList)
+
+        def lines(step: int) -> set[int]:
+            """The lines the step's option is drawn on: its number's, and those its title wraps onto."""
+            shown = [strip.text.rstrip() for strip in steps.render_lines(Region(0, 0, *steps.size))]
+            first = next(y for y, text in enumerate(shown) if text.lstrip().startswith(f"{step + 1} "))
+            wrapped = itertools.takewhile(lambda y: shown[y].startswith("  "), range(first + 1, len(shown)))
+            return {first, *wrapped}
+
+        assert len(lines(1)) > 1 and len(lines(3)) > 1  # the long titles wrap
+        await pilot.press("n")  # the first move: the lines of the option it leaves are not known yet
+        await pilot.pause()
+        for key, before, after in [("n", 1, 2), ("n", 2, 3), ("p", 3, 2), ("G", 2, 4), ("g", 4, 0)]:
+            asked.clear()
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.reader.nav.index == after and asked == lines(before) | lines(after)
+        await pilot.press("G")
+        width, at = steps.size.width, lines(4)
+        await pilot.resize_terminal(100, SIZE[1])  # a narrower list: the long titles wrap onto more lines
+        await pilot.pause()
+        assert steps.size.width < width and lines(4) != at
+        asked.clear()
+        await pilot.press("g")
+        await pilot.pause()
+        assert asked >= lines(4) | lines(0)
+
+    drive(app, keys, SIZE)
+
+
+def test_the_step_list_keeps_its_drawn_options_when_only_its_height_changes(demo_history, tmp_path, monkeypatch):
+    """The options are drawn at the list's width: a terminal made shorter or taller draws none of them again (each
+    is a Rich table, drawn by its __rich_console__); one narrow enough for a narrower list draws them again."""
+    from rich.table import Table
+
+    app, _ = reader(demo_history, tmp_path)
+    drawn: list[Table] = []
+    draw = Table.__rich_console__
+    monkeypatch.setattr(Table, "__rich_console__", lambda self, *a: drawn.append(self) or draw(self, *a))
+
+    async def keys(pilot):
+        steps = app.query_one(StepList)
+        width, shown = steps.size.width, steps.render_line(0).text
+        drawn.clear()
+        for size in [(SIZE[0], SIZE[1] - 10), SIZE]:
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            assert steps.size.width == width and steps.render_line(0).text == shown
+        assert drawn == []
+        await pilot.resize_terminal(100, SIZE[1])  # under 120 columns the list is narrower
+        await pilot.pause()
+        assert steps.size.width < width and len(drawn) >= len(app.reader.series.steps)
 
     drive(app, keys, SIZE)
 
@@ -1037,13 +1108,31 @@ def test_the_prompt_hides_the_footer_keys_and_shows_them_again_without_making_an
     drive(app, keys, SIZE)
 
 
-def test_focus_moving_leaves_the_diff_pane_as_drawn(demo_history, tmp_path):
+def test_focus_moving_leaves_the_diff_pane_as_drawn(demo_history, tmp_path, monkeypatch):
     """DiffView skips Textual's restyle and redraw when focus comes or goes (each use of the prompt): right only
-    while no style rule picks the pane, or its scrollbars, by :focus. The rows it drew are kept."""
+    while no style rule picks the pane, or its scrollbars, by :focus. The rows it drew are kept, and the screen
+    asks the pane for none of them again; focus still comes and goes, and the pane's container hears of it."""
+    from textual import events
+
+    from walkthrough.change_pane import ChangePane
+
     app, _ = reader(demo_history, tmp_path)
+    asked: list[int] = []  # rows the screen asked the pane to draw
+    restyled: list[DiffView] = []
+    heard: list[str] = []  # what the change pane heard of its descendants' focus
+    render_line, update_node_styles = DiffView.render_line, DiffView.update_node_styles
+    monkeypatch.setattr(DiffView, "render_line", lambda self, y: asked.append(y) or render_line(self, y))
+    monkeypatch.setattr(
+        DiffView, "update_node_styles", lambda self, *a, **k: restyled.append(self) or update_node_styles(self, *a, **k)
+    )
+    for event in (events.DescendantFocus, events.DescendantBlur):
+        name = event.__name__
+        hear = lambda self, e, name=name: heard.append(f"{name} {type(e.widget).__name__}")  # noqa: E731
+        monkeypatch.setattr(ChangePane, event.handler_name, hear, raising=False)
 
     async def keys(pilot):
         await pilot.press("colon", "4", "enter")
+        await pilot.pause()
         diff = app.query_one(DiffView)
         nodes = list(diff.walk_children(with_self=True))  # the pane and its scrollbars
 
@@ -1053,18 +1142,26 @@ def test_focus_moving_leaves_the_diff_pane_as_drawn(demo_history, tmp_path):
 
         assert app.focused is diff
         shown, drawn, focused = diff_lines(app), dict(diff._strips), styles()
+        asked.clear()
+        restyled.clear()
+        heard.clear()
         await pilot.press("colon")
+        await pilot.pause()
         assert not diff.has_focus and styles() == focused
         assert drawn and all(diff._strips.get(key) is strip for key, strip in drawn.items())
         await pilot.press("escape")
-        assert app.focused is diff and diff_lines(app) == shown
+        await pilot.pause()
+        assert asked == []  # Textual's own Focus and Blur handlers draw the pane again
+        assert restyled == []  # and its watch_has_focus restyles it
+        assert app.focused is diff and diff.has_focus and diff_lines(app) == shown
+        assert heard == ["DescendantBlur DiffView", "DescendantFocus DiffView"]
 
     drive(app, keys, SIZE)
 
 
 def test_the_diff_scrollbar_follows_each_steps_rows(tmp_path_factory, tmp_path):
-    """The diff pane's scrollbars are set again only when its rows change, not on every layout of the screen: from
-    a long step to a short one (the pane's size the same) the scrollbar must still go, and come back."""
+    """The diff pane's scrollbars follow its rows, not its size: from a long step to a short one (the pane's size
+    the same) the scrollbar must go, and come back; a layout of the screen with the same rows keeps it."""
     lines = "".join(f"x = {n}\n" for n in range(200))
     history = built_history(
         tmp_path_factory,

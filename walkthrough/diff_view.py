@@ -102,39 +102,27 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         self._strips: dict[tuple[int, int, int], Strip] = {}
         self._drawn_colours: tuple[VisualStyle, ...] | None = None  # the styles the kept rows were drawn with
         self._styles: dict[tuple, VisualStyle] = {}  # see _style
-        self._scrolled_for: Size | None = None  # the virtual size the scrollbars were last set for
 
     @property
     def rows(self) -> list[Row]:
         return self._layout.rows
 
     # The pane looks the same with focus or without: no style rule picks it by :focus (a test holds the stylesheet
-    # to that). Textual restyles a widget and its scrollbars, and draws it all again, whenever focus comes or goes;
-    # here that would be twice for each use of the `:` or `/` prompt. These do what Widget's do, without either.
+    # to that). Textual restyles a widget and its scrollbars (watch_has_focus), and draws it all again (Widget's
+    # own Focus and Blur handlers), whenever focus comes or goes; here that would be twice for each use of the `:`
+    # or `/` prompt. These handlers do what Widget's do, without either: prevent_default keeps Widget's from
+    # running after them.
 
     def watch_has_focus(self, has_focus: bool) -> None:
         pass
 
-    # Textual's compositor hands a ScrollView its region's size as the virtual size, never the view's own (the
-    # rows), so ScrollView updates and draws its scrollbars again on every layout of the screen (the prompt
-    # opening, a footer key hidden): only when the rows changed since the scrollbars were set is that needed.
-
-    def _scroll_update(self, virtual_size: Size) -> None:
-        self._scrolled_for = virtual_size
-        super()._scroll_update(virtual_size)
-
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
-        if self.virtual_size == self._scrolled_for:
-            virtual_size = self.virtual_size  # nothing new for the scrollbars
-        return super()._size_updated(size, virtual_size, container_size, layout)
-
-    def _on_focus(self, event: events.Focus) -> None:
+    def on_focus(self, event: events.Focus) -> None:
         event.prevent_default()
         self.has_focus = True
         if self.parent is not None:
             self.parent.post_message(events.DescendantFocus(self))
 
-    def _on_blur(self, event: events.Blur) -> None:
+    def on_blur(self, event: events.Blur) -> None:
         event.prevent_default()
         self.has_focus = False
         if self.parent is not None:
@@ -287,8 +275,8 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
             for match in self._query.finditer(content.plain):
                 content = content.stylize(match_style, match.start(), match.end())
         gutter = Strip([Segment(numbers, (style + gutter_style).rich_style)]).crop(0, width)
-        body = Strip(
-            [Segment(text, s.rich_style) for text, s in content.render(style, end="", parse_style=self._get_style)]
-        )
+        # the app's style parser resolves the colours' $variables (the theme's), as Textual's own widgets do
+        parse = self.app.stylesheet.parse_style
+        body = Strip([Segment(text, s.rich_style) for text, s in content.render(style, end="", parse_style=parse)])
         room = max(0, width - len(numbers))
         return Strip.join([gutter, body.crop_extend(scroll_x, scroll_x + room, style.rich_style)])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
-from textual.screen import Screen
 from textual.widgets import Footer
 
 from .keys import fitting
@@ -20,10 +19,10 @@ class KeysFooter(Footer):
     _made: tuple | None = None  # the keys the footer's widgets were made for
     _pending = False  # a remake is on its way
 
-    def bindings_changed(self, screen: Screen) -> None:
-        self._bindings_ready = True
-        if screen.app.app_focus and self.is_attached and screen is self.screen:
-            self._remake_soon()
+    async def recompose(self) -> None:
+        """Footer asks for this after every change of the screen's bindings (each move of focus): the
+        keys are made again only when those shown change."""
+        await self._remake()
 
     def on_resize(self) -> None:
         self._remake_soon()
@@ -62,6 +61,6 @@ class KeysFooter(Footer):
         some_made = shown == tuple(key for key in made if key in shown)
         if actions != tuple(key[0] for key in made) or not some_made:
             self._made = keys
-            await self.recompose()
+            await super().recompose()
         for widget in self.query_children("FooterKey"):
             widget.display = any(key[0] == widget.action for key in shown)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual import events
+from textual.geometry import Offset, Region
 from textual.reactive import reactive
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
@@ -16,22 +17,46 @@ class StepList(OptionList):
     """Step number and title; a long title wraps under itself, not under the number. The screen
     moves the highlight."""
 
-    # a new highlight repaints the two options it moves between, not the whole list (OptionList
-    # repaints all of it, a good part of a step switch's frame)
+    # A new highlight repaints the two options it moves between, not the whole list (OptionList
+    # repaints all of it, a good part of a step switch's frame). Where an option's lines are is
+    # OptionList's to work out: it hands them to scroll_to_region when it brings the highlighted
+    # option into view, and the list keeps them (with the width and padding they hold for) to repaint
+    # that option when the highlight leaves it. Lines not known (the first move, a new width): the
+    # whole list, as OptionList does.
     highlighted: reactive[int | None] = reactive(None, repaint=False)
+    _highlight_lines: tuple[tuple, Region] | None = None  # (geometry, the highlighted option's lines)
+    _moving = False  # inside watch_highlighted
 
     def watch_highlighted(self, old: int | None, new: int | None) -> None:
-        lines = self._line_cache
-        for index in (old, new):
-            if index is not None and index in lines.index_to_line:
-                self.refresh_lines(lines.index_to_line[index], lines.heights.get(index, 1))
-        super().watch_highlighted(new)
+        before, self._highlight_lines = self._highlight_lines, None
+        self._moving = True
+        try:
+            super().watch_highlighted(new)  # scrolls to the new option: see scroll_to_region
+        finally:
+            self._moving = False
+        now = self._highlight_lines
+        if before is None or now is None or before[0] != now[0]:
+            self.refresh()
+            return
+        for lines in {before[1], now[1]}:
+            self.refresh_lines(lines.y, lines.height)
+
+    def scroll_to_region(self, region: Region, **kwargs) -> Offset:
+        if self._moving:
+            self._highlight_lines = self._geometry(), region
+        return super().scroll_to_region(region, **kwargs)
+
+    def _geometry(self) -> tuple:
+        """What an option's lines depend on, besides the options themselves."""
+        padding = self.get_component_styles("option-list--option").padding
+        return self.scrollable_content_region.width, padding
 
     _options_width: int | None = None  # the width the options were drawn at
 
-    def _on_resize(self, event: events.Resize) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         """OptionList draws every option again on any resize; the drawings only depend on the width,
-        and a change of height alone (the prompt opening or closing under the list) keeps them."""
+        and a change of height alone (a terminal made taller or shorter) keeps them:
+        prevent_default keeps OptionList's own handler from running after this one."""
         width = self.scrollable_content_region.width
         if width == self._options_width:
             event.prevent_default()
