@@ -5,6 +5,7 @@ import contextlib
 import html
 import itertools
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -374,6 +375,24 @@ def test_help_lists_every_binding(demo_history, tmp_path):
         assert "n →" in text and "p ←" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+    drive(app, keys, SIZE)
+
+
+def test_the_help_names_each_key_once(demo_history, tmp_path):
+    """Each key is on one row of the help, and named nowhere else in it: a description that names another key
+    (shift+←'s once said "shift+→: right") lists that key twice."""
+    app, _ = reader(demo_history, tmp_path)
+
+    async def keys(pilot):
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = str(app.screen.query_one("#help-keys", Static).render()).replace("\u00a0", " ")
+        listed = [key for keys, _ in key_rows(app, ReaderScreen.BINDINGS) for key in keys.split()]
+        assert len(listed) == len(set(listed)) and {"shift+←", "shift+→"} <= set(listed)
+        for key in listed:
+            if len(key) > 1:  # a letter is in words too
+                assert len(re.findall(rf"(?<![\w+]){re.escape(key)}(?![\w+])", text)) == 1, key
 
     drive(app, keys, SIZE)
 
