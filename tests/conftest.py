@@ -24,6 +24,30 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from repos import make_odd_repo  # noqa: E402  (it imports walkthrough, from ROOT)
 
 
+# pyproject.toml's addopts hold pytest-xdist's options: its processes, its groups, their order. With
+# pytest-xdist off (`python -m pytest -p no:xdist`, or PYTEST_DISABLE_PLUGIN_AUTOLOAD=1) no plugin
+# knows them and pytest would stop at "unrecognized arguments": then they are known here, and mean
+# nothing, as the xdist_group mark the tests are grouped by. With pytest-xdist on, nothing here.
+XDIST_OPTIONS = {
+    "--numprocesses": "store",
+    "--maxprocesses": "store",
+    "--dist": "store",
+    "--no-loadscope-reorder": "store_true",
+}
+
+
+def pytest_addoption(parser, pluginmanager) -> None:
+    if not pluginmanager.has_plugin("xdist"):
+        group = parser.getgroup("xdist", "pytest-xdist (off: its options in addopts are ignored)")
+        for option, action in XDIST_OPTIONS.items():
+            group.addoption(option, action=action, help="ignored: pytest-xdist is off")
+
+
+def pytest_configure(config) -> None:
+    if not config.pluginmanager.has_plugin("xdist"):
+        config.addinivalue_line("markers", "xdist_group(name): ignored: pytest-xdist is off")
+
+
 def default_signals_for_children() -> None:
     """A shell starts a background job (`pytest &`) with SIGINT ignored, and `nohup` ignores SIGHUP; every process
     the suite starts would inherit that, and the tests that send those signals need them acted on. A handler,
