@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 import train_gpt2
-from longrun import common
+from longrun import common, flags
 from longrun.common import UserError
 from longrun.meters import duration
 from longrun.run_folder import checkpoints
@@ -314,7 +314,7 @@ def parse_args(argv):
     )
     p.add_argument(
         "--price",
-        type=common.positive_float,
+        type=flags.positive_float,
         metavar="USD",
         help="per GPU-hour: the card adds the cost",
     )
