@@ -628,19 +628,7 @@ def panel(app: WalkthroughApp) -> tuple[str, list[str], str]:
     return str(run.query_one("#run-head").render()), run.lines, str(run.query_one("#run-foot").render())
 
 
-def short_python(monkeypatch, folder: str = "/tmp/walkthrough-snapshot-python") -> Path:
-    """The reader's interpreter under a short path, the same on every machine: a command line that names it fits on
-    one line of the run's pane (and in a snapshot) wherever the project was cloned."""
-    python = Path(folder, "python")
-    python.parent.mkdir(exist_ok=True)
-    python.unlink(missing_ok=True)
-    python.symlink_to(sys.executable)
-    monkeypatch.setattr("walkthrough.runner.sys.executable", str(python))
-    return python
-
-
-def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history, tmp_path, monkeypatch):
-    python = short_python(monkeypatch, "/tmp/wt-python")  # the pane is narrow: a shorter path still
+def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history, tmp_path):
     app, notes = runner(run_history, tmp_path)
 
     async def keys(pilot):
@@ -650,7 +638,7 @@ def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history
         assert app.query_one(RunPanel).display and not app.query_one(DiffView).display
         assert head.startswith("Try-it of step-01, in a new checkout: ") and head.endswith("runs/step-01")
         assert lines == [
-            f"$ {python} show.py hello",
+            "$ python show.py hello",  # as typed, though the reader's own interpreter runs it
             "show.py says: hello",
             "GREETING is unset",
             "runs in this checkout: 1",
@@ -727,7 +715,6 @@ STAND_IN_STEP = (
 def test_r_offline_runs_the_stand_in_its_step_names_and_says_so(tmp_path_factory, tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as a machine without the network is (the suite's default too)
-    python = short_python(monkeypatch, "/tmp/wt-python")
     app, notes = runner(built_history(tmp_path_factory, "stand-in", [STAND_IN_STEP]), tmp_path)
 
     async def keys(pilot):
@@ -736,7 +723,7 @@ def test_r_offline_runs_the_stand_in_its_step_names_and_says_so(tmp_path_factory
         foot = panel(app)[2]
         assert app.runs.records[0].lines == [
             "offline: run with the stand-ins its Stand-in line names",
-            f"$ {python} show.py stand-ins/tiny-gpt2",
+            "$ python show.py stand-ins/tiny-gpt2",
             "show.py says: stand-ins/tiny-gpt2",
         ]
         assert foot.startswith("exit 0 · ") and "matches What you should see" in foot and notes == []
@@ -1022,8 +1009,7 @@ def test_after_a_run_the_footer_and_new_steps_still_show(run_history, tmp_path):
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
-def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size, monkeypatch):
-    short_python(monkeypatch)
+def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size):
     app = WalkthroughApp(load_series(run_history, HISTORY_RANGE), Bookmarks(tmp_path / "b.json"), own_series=True)
     app.runs.root = Path("/tmp/walkthrough-snapshot-runs")
     shutil.rmtree(app.runs.root, ignore_errors=True)
@@ -1377,8 +1363,9 @@ def test_at_80x24_the_help_scrolls_to_every_key_under_its_closing_line(demo_hist
     drive(app, keys, (80, 24))
 
 
-def test_the_run_pane_shows_a_command_as_it_is_typed(tmp_path_factory, tmp_path, monkeypatch):
-    python = short_python(monkeypatch, "/tmp/wt-python")
+def test_the_run_pane_shows_a_command_as_it_is_typed(tmp_path_factory, tmp_path):
+    """As the Try-it has it: `python` (not the path of the reader's interpreter, which runs it), quoted as a person
+    quotes it."""
     quoted = (
         "Quotes",
         "It prints a word.\n\n**Try it**\n\n```bash\npython -c \"print('micrograd', 1)\"\n```\n\n"
@@ -1391,7 +1378,7 @@ def test_the_run_pane_shows_a_command_as_it_is_typed(tmp_path_factory, tmp_path,
         await pilot.press("r")
         await until(pilot, finished(app, 0), "the run ends")
         _, lines, foot = panel(app)
-        assert lines[:2] == [f"$ {python} -c \"print('micrograd', 1)\"", "micrograd 1"]  # not '"'"'
+        assert lines[:2] == ["$ python -c \"print('micrograd', 1)\"", "micrograd 1"]  # not '"'"'
         assert "matches What you should see" in foot
 
     drive(app, keys, (160, 48))

@@ -10,6 +10,7 @@ import pytest
 from walkthrough.history import load_series
 from walkthrough.patches import HISTORY_RANGE, build
 from walkthrough.run_control import Press, RunControl
+from walkthrough.runner import Run, plan
 from walkthrough_fixtures import RUN_STEPS, write_series
 
 
@@ -54,7 +55,7 @@ def test_a_run_keeps_its_record_and_says_how_it_ended(series, tmp_path):
     record = asyncio.run(runs.run(0, press.planned, seen.start, seen.line))
     assert runs.records == {0: record} and runs.active is None and runs.current is None
     output = ["show.py says: hello", "GREETING is unset", "runs in this checkout: 1"]
-    assert record.lines == [f"$ {sys.executable} show.py hello", *output]
+    assert record.lines == ["$ python show.py hello", *output]
     assert seen.events == [("start", 0), *(("line", line) for line in record.lines)]  # the panel first
     assert runs.head(record) == f"Try-it of step-01, in a new checkout: {tmp_path / 'runs' / 'step-01'}"
     foot = "exit 0 · 0.0 s · matches What you should see · r runs it again, esc shows the diff"
@@ -62,6 +63,16 @@ def test_a_run_keeps_its_record_and_says_how_it_ended(series, tmp_path):
     again = asyncio.run(runs.run(0, press.planned, seen.start, seen.line))
     assert runs.head(again).startswith("Try-it of step-01, in its checkout, put back to the step's files")
     assert again.lines[-1] == "runs in this checkout: 1" and runs.records == {0: again}
+
+
+def test_a_run_shows_python_as_typed_and_runs_the_readers_interpreter(tmp_path, monkeypatch):
+    """The pane says `python`, as the learner types it; what runs is the interpreter the reader runs in (its venv's),
+    also where the PATH the reader was started with finds another `python` first, or none."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # a venv not activated
+    narration = "**Try it**\n\n```bash\npython -c 'import sys; print(sys.executable)'\n```\n"
+    lines: list[str] = []
+    status = asyncio.run(Run(plan(narration), tmp_path, lines.append).run())
+    assert status == 0 and lines == ["$ python -c 'import sys; print(sys.executable)'", sys.executable]
 
 
 def test_a_failing_run_has_its_status_and_no_verdict(series, tmp_path):

@@ -77,9 +77,11 @@ def env_here(command_env: dict[str, str]) -> dict[str, str]:
 
 
 def shown_command(command: Command) -> str:
-    """The argument list as a learner would type it into a shell, with its variables in front."""
+    """The argument list as a learner would type it into a shell, with its variables in front: `python` as the
+    Try-it writes it, not the path of the interpreter that runs it (argv_here), which is the `python` first on the
+    command's PATH anyway (env_here)."""
     env = [f"{name}={typed(value)}" for name, value in command.env.items()]
-    return " ".join([*env, *map(typed, argv_here(command.argv))])
+    return " ".join([*env, *map(typed, command.argv)])
 
 
 def typed(word: str) -> str:
