@@ -1,4 +1,5 @@
-"""The reader driven the way a user drives it: keys and clicks through the Pilot, then what the screen shows."""
+"""The reader driven the way a user drives it: keys and clicks through the Pilot, then what the
+screen shows."""
 
 import asyncio
 import contextlib
@@ -35,7 +36,14 @@ from walkthrough.reader_screen import ReaderScreen
 from walkthrough.rows import MAX_ROWS
 from walkthrough.run_panel import RunPanel
 from walkthrough.step_list import StepList
-from walkthrough_fixtures import DEMO_STEPS, INJECTED, LONG_COMMAND, RUN_STEPS, make_hostile_repo, write_series
+from walkthrough_fixtures import (
+    DEMO_STEPS,
+    INJECTED,
+    LONG_COMMAND,
+    RUN_STEPS,
+    make_hostile_repo,
+    write_series,
+)
 
 SIZE = (120, 40)
 
@@ -57,14 +65,17 @@ def drive(app: WalkthroughApp, steps, size) -> None:
 
     async def run() -> None:
         async with app.run_test(size=size) as pilot:
-            await pilot.pause()  # the reader's screen lays itself out at its size once it has mounted
+            # the reader's screen lays itself out at its size once it has mounted
+            await pilot.pause()
             await steps(pilot)
 
     asyncio.run(run())
 
 
-def reader(repo: Path, state: Path, rev_range: str = HISTORY_RANGE) -> tuple[WalkthroughApp, list[str]]:
-    """The app on a repository, with its bookmarks in `state` and its notifications collected in a list."""
+def reader(
+    repo: Path, state: Path, rev_range: str = HISTORY_RANGE
+) -> tuple[WalkthroughApp, list[str]]:
+    """The app on a repository, its bookmarks in `state`, its notifications collected in a list."""
     app = WalkthroughApp(load_series(repo, rev_range), Bookmarks(state / "walkthrough.json"))
     notes: list[str] = []
     app.notify = lambda message, **_: notes.append(message)
@@ -96,10 +107,19 @@ def test_step_keys_move_through_the_series(demo_history, tmp_path):
             assert app.reader.nav.index == index and steps.step_at[steps.highlighted] == index
         await pilot.press("p")
         await pilot.press("G", "n")
-        assert app.reader.nav.index == 4 and notes == ["This is the first step.", "This is the last step."]
+        assert app.reader.nav.index == 4 and notes == [
+            "This is the first step.",
+            "This is the last step.",
+        ]
         assert title(app) == "Step 5/5 · Keep the sample text"
-        assert "The first step's sample becomes the test text" in app.query_one(Narration).document.source
-        assert diff_lines(app)[:2] == ["R input.txt → data/sample.txt   +0 −0", "no change to the content"]
+        assert (
+            "The first step's sample becomes the test text"
+            in app.query_one(Narration).document.source
+        )
+        assert diff_lines(app)[:2] == [
+            "R input.txt → data/sample.txt   +0 −0",
+            "no change to the content",
+        ]
 
     drive(app, keys, SIZE)
 
@@ -126,7 +146,8 @@ def test_search_narration_and_diffs_then_next_and_previous_match(demo_history, t
         await pilot.press("N")
         assert notes == ["No search yet: press / to search."]
         await pilot.press("slash", *"c_attn", "enter")
-        # the first match from step 1 is step 4's narration ("Names follow ... (`c_attn`, `c_proj`)")
+        # the first match from step 1 is in step 4's narration:
+        # "Names follow ... (`c_attn`, `c_proj`)"
         assert app.reader.nav.index == 3 and status(app) == "step-04 · unified · match 1/3"
         await pilot.press("N")
         assert status(app).endswith("match 2/3")
@@ -136,12 +157,15 @@ def test_search_narration_and_diffs_then_next_and_previous_match(demo_history, t
         assert status(app).endswith("match 3/3")  # wraps around
         await pilot.press("slash", *"Shakespeare", "enter")
         assert app.reader.nav.index == 0 and status(app).endswith("match 1/1")
-        await pilot.press("n")  # another step: no match here, so no counter; N still goes on from the match
+        # another step: no match here, so no counter; N still goes on from the match
+        await pilot.press("n")
         assert status(app) == "step-02 · unified"
         await pilot.press("N")
         assert app.reader.nav.index == 0 and status(app).endswith("match 1/1")
         await pilot.press("slash", *"no such/words", "enter")  # inside the prompt, / is text
-        assert notes[-1] == "No match for 'no such/words'." and app.reader.nav.search.current is None
+        assert (
+            notes[-1] == "No match for 'no such/words'." and app.reader.nav.search.current is None
+        )
 
     drive(app, keys, SIZE)
 
@@ -154,10 +178,15 @@ def test_split_toggle_and_whole_file(demo_history, tmp_path):
         assert status(app) == "step-03 · side by side"
         assert any("│" in line and "@dataclass" in line for line in diff_lines(app))
         await pilot.press("s")
-        assert status(app) == "step-03 · unified" and not any("│" in line for line in diff_lines(app))
+        assert status(app) == "step-03 · unified" and not any(
+            "│" in line for line in diff_lines(app)
+        )
         await pilot.press("f")
         assert status(app) == "step-03 · file train_gpt2.py"
-        assert diff_lines(app)[:2] == ["train_gpt2.py at step-03", " 1 from dataclasses import dataclass"]
+        assert diff_lines(app)[:2] == [
+            "train_gpt2.py at step-03",
+            " 1 from dataclasses import dataclass",
+        ]
         await pilot.press("n")  # the file stays in view across steps
         assert diff_lines(app)[0] == "train_gpt2.py at step-04"
         await pilot.press("f")
@@ -168,7 +197,7 @@ def test_split_toggle_and_whole_file(demo_history, tmp_path):
 
 @pytest.mark.parametrize("mode", ["unified", "side by side"])
 def test_the_diff_scrolls_sideways_under_its_line_numbers(demo_history, tmp_path, mode):
-    """shift+→ moves the code, not the numbers: side by side, each side's text moves under its own numbers."""
+    """shift+→ moves the code, not the numbers: side by side, each side under its own numbers."""
     app, _ = reader(demo_history, tmp_path)
 
     async def keys(pilot):
@@ -180,7 +209,8 @@ def test_the_diff_scrolls_sideways_under_its_line_numbers(demo_history, tmp_path
         for before, after in zip(was.split("│"), now.split("│"), strict=True):
             number = before.split()[0]  # the line number, at the same place before and after
             assert after.split()[0] == number and after.index(number) == before.index(number)
-            assert after.index("int = 768") == before.index("int = 768") - 8  # the code moved under it
+            # the code moved under it
+            assert after.index("int = 768") == before.index("int = 768") - 8
 
     drive(app, keys, (80, 24))
 
@@ -212,8 +242,9 @@ def test_file_list_clicks_and_tab_focus(demo_history, tmp_path):
 
 
 def test_copied_checkout_runs_as_exactly_one_checkout_in_a_shell(tmp_path):
-    """Tags named like a shell command, like an option, and like a branch: the copied line, run by sh from another
-    folder on a copy of the repository, checks out that step and does nothing else."""
+    """Tags named like a shell command, like an option, and like a branch: the copied line, run
+    by sh from another folder on a copy of the repository, checks out that step and does
+    nothing else."""
     repo = make_hostile_repo(tmp_path / "repo")
     app, _ = reader(repo, tmp_path, "HEAD")
     copied = []
@@ -235,9 +266,16 @@ def test_copied_checkout_runs_as_exactly_one_checkout_in_a_shell(tmp_path):
         clone = tmp_path / f"clone-{step.number}"
         shutil.copytree(repo, clone)
         command = command.replace(f"-C {repo} ", f"-C {clone} ")
-        subprocess.run(["sh", "-c", command], cwd=elsewhere, env={**os.environ, **ENV}, check=True, capture_output=True)
+        subprocess.run(
+            ["sh", "-c", command],
+            cwd=elsewhere,
+            env={**os.environ, **ENV},
+            check=True,
+            capture_output=True,
+        )
         assert git(clone, "rev-parse", "HEAD").strip() == step.commit.sha
-        assert git(clone, "for-each-ref", "refs/heads") == branches  # no branch made (-b) or switched to (v1)
+        # no branch made (-b) or switched to (v1)
+        assert git(clone, "for-each-ref", "refs/heads") == branches
     assert not list(tmp_path.rglob("m[123]"))  # nothing the tag's name spells out ran
 
 
@@ -248,7 +286,9 @@ def test_file_names_that_are_not_utf8_are_shown_escaped_with_their_content(tmp_p
 
     async def keys(pilot):
         labels = [str(app.query_one(FileList).get_option_at_index(i).prompt) for i in range(2)]
-        assert labels[0].startswith("A caf\\xe9.txt ") and labels[1].startswith('A quote"\tand tab.txt ')
+        assert labels[0].startswith("A caf\\xe9.txt ") and labels[1].startswith(
+            'A quote"\tand tab.txt '
+        )
         await pilot.press("f")
         assert status(app).endswith("file caf\\xe9.txt")
         top = diff_lines(app)[:2]
@@ -260,25 +300,30 @@ def test_file_names_that_are_not_utf8_are_shown_escaped_with_their_content(tmp_p
 
 
 def test_copy_checkout_command(demo_history, tmp_path, monkeypatch):
-    for name in ("TMUX", "DISPLAY", "WAYLAND_DISPLAY"):  # no clipboard program can be used: OSC 52 only
+    # no clipboard program can be used: OSC 52 only
+    for name in ("TMUX", "DISPLAY", "WAYLAND_DISPLAY"):
         monkeypatch.delenv(name, raising=False)
     app, notes = reader(demo_history, tmp_path)
 
     async def keys(pilot):
         await pilot.press("n", "c")
         assert app.clipboard == f"git -C {demo_history} checkout step-02"
-        assert notes == [f"Sent to the terminal's clipboard (if it accepts OSC 52): {app.clipboard}"]
+        assert notes == [
+            f"Sent to the terminal's clipboard (if it accepts OSC 52): {app.clipboard}"
+        ]
 
     drive(app, keys, SIZE)
 
 
 def recording_editor(tmp_path: Path, monkeypatch) -> Path:
-    """Set $EDITOR to an editor that writes down which file it was given, and what was in it, in the file returned."""
+    """Set $EDITOR to an editor that writes down which file it was given, and what was in it, in the
+    file returned."""
     record, editor = tmp_path / "editor-saw.txt", tmp_path / "editor.py"
     editor.write_text(
         "import sys, pathlib\n"
         "seen = sys.argv[1] + '\\n' + open(sys.argv[1]).read()\n"
-        f"pathlib.Path({str(record)!r}).write_text(seen, errors='surrogateescape')\n"  # a name may not be UTF-8
+        # a name may not be UTF-8
+        f"pathlib.Path({str(record)!r}).write_text(seen, errors='surrogateescape')\n"
     )
     monkeypatch.setenv("EDITOR", shlex.join([sys.executable, str(editor)]))
     monkeypatch.delenv("VISUAL", raising=False)
@@ -286,8 +331,9 @@ def recording_editor(tmp_path: Path, monkeypatch) -> Path:
 
 
 def fake_suspend(app: WalkthroughApp) -> list[str]:
-    """Stand in for App.suspend (the test driver has no terminal to hand over) the way Textual writes it: the
-    terminal is given back after `yield` only when the block ends without an exception."""
+    """Stand in for App.suspend (the test driver has no terminal to hand over) the way Textual
+    writes it: the terminal is given back after `yield` only when the block ends without
+    an exception."""
     events: list[str] = []
 
     @contextlib.contextmanager
@@ -300,7 +346,9 @@ def fake_suspend(app: WalkthroughApp) -> list[str]:
     return events
 
 
-def test_edit_opens_a_copy_of_the_file_at_this_step_and_removes_it(demo_history, tmp_path, monkeypatch):
+def test_edit_opens_a_copy_of_the_file_at_this_step_and_removes_it(
+    demo_history, tmp_path, monkeypatch
+):
     record = recording_editor(tmp_path, monkeypatch)
     app, notes = reader(demo_history, tmp_path)
     events = fake_suspend(app)
@@ -308,12 +356,16 @@ def test_edit_opens_a_copy_of_the_file_at_this_step_and_removes_it(demo_history,
     async def keys(pilot):
         await pilot.press("colon", "2", "enter", "e")
         path, content = record.read_text().split("\n", 1)
-        assert path.endswith("/step-02/train_gpt2.py") and content == DEMO_STEPS[1][2]["train_gpt2.py"]
+        assert (
+            path.endswith("/step-02/train_gpt2.py") and content == DEMO_STEPS[1][2]["train_gpt2.py"]
+        )
         assert events == ["suspended", "resumed"] and notes == []
-        assert not Path(path).exists() and list(app.reader.copies.root.iterdir()) == []  # gone when the editor exits
+        # gone when the editor exits
+        assert not Path(path).exists() and list(app.reader.copies.root.iterdir()) == []
 
     drive(app, keys, SIZE)
-    app, notes = reader(demo_history, tmp_path)  # a driver that cannot suspend: say where the copy is
+    # a driver that cannot suspend: say where the copy is
+    app, notes = reader(demo_history, tmp_path)
     copies = []
 
     async def keys_again(pilot):
@@ -331,7 +383,9 @@ def test_edit_opens_a_copy_of_the_file_at_this_step_and_removes_it(demo_history,
 
 
 @pytest.mark.parametrize("editor", ["no-such-editor-anywhere", "a-folder", "not-executable.txt"])
-def test_an_editor_that_cannot_start_is_a_message_and_the_app_goes_on(demo_history, tmp_path, monkeypatch, editor):
+def test_an_editor_that_cannot_start_is_a_message_and_the_app_goes_on(
+    demo_history, tmp_path, monkeypatch, editor
+):
     (tmp_path / "a-folder").mkdir()
     (tmp_path / "not-executable.txt").write_text("not a program\n")
     command = editor if editor.startswith("no-such") else str(tmp_path / editor)
@@ -343,7 +397,9 @@ def test_an_editor_that_cannot_start_is_a_message_and_the_app_goes_on(demo_histo
     async def keys(pilot):
         await pilot.press("e")
         assert events == ["suspended", "resumed"]  # the terminal is given back
-        reason = "No such file or directory" if editor.startswith("no-such") else "Permission denied"
+        reason = (
+            "No such file or directory" if editor.startswith("no-such") else "Permission denied"
+        )
         assert notes == [f"Could not start the editor {command!r}: {reason}"]
         assert list(app.reader.copies.root.iterdir()) == []
         await pilot.press("n")
@@ -380,8 +436,8 @@ def test_help_lists_every_binding(demo_history, tmp_path):
 
 
 def test_the_help_names_each_key_once(demo_history, tmp_path):
-    """Each key is on one row of the help, and named nowhere else in it: a description that names another key
-    (shift+←'s once said "shift+→: right") lists that key twice."""
+    """Each key is on one row of the help, and named nowhere else in it: a description that names
+    another key (shift+←'s once said "shift+→: right") lists that key twice."""
     app, _ = reader(demo_history, tmp_path)
 
     async def keys(pilot):
@@ -407,9 +463,14 @@ def test_the_help_fits_80x24_each_description_wrapping_under_itself(demo_history
         region = Region(0, 0, table.size.width, table.size.height)
         lines = [strip.text.replace("\u00a0", " ").rstrip() for strip in table.render_lines(region)]
         width = max(cell_len(shown) for shown, _ in key_rows(app, ReaderScreen.BINDINGS))
-        assert table.region.right <= 80 and max(cell_len(line) for line in lines) <= table.size.width
-        assert any(line[: width + 2].isspace() for line in lines), "a description that wraps, at 80 columns"
-        assert all(line[width : width + 2] == "  " for line in lines)  # every description starts in one column
+        assert (
+            table.region.right <= 80 and max(cell_len(line) for line in lines) <= table.size.width
+        )
+        assert any(line[: width + 2].isspace() for line in lines), (
+            "a description that wraps, at 80 columns"
+        )
+        # every description starts in one column
+        assert all(line[width : width + 2] == "  " for line in lines)
         descriptions = " ".join(line[width + 2 :] for line in lines).split()
         for _, description in key_rows(app, ReaderScreen.BINDINGS):
             assert " ".join(description.split()) in " ".join(descriptions), description
@@ -422,7 +483,11 @@ def test_help_and_quit_show_in_an_80_column_footer(demo_history, tmp_path):
 
     async def keys(pilot):
         await pilot.pause()
-        shown = [key.description for key in app.query("FooterKey") if key.region.width and key.region.right <= 80]
+        shown = [
+            key.description
+            for key in app.query("FooterKey")
+            if key.region.width and key.region.right <= 80
+        ]
         assert "Help" in shown and "Quit" in shown, shown
 
     drive(app, keys, (80, 24))
@@ -445,7 +510,8 @@ def test_quit_remembers_the_step(demo_history, tmp_path):
 
 
 def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
-    """Root commit, binary file, rename, deletion, non-UTF-8 text, merge, 10,000-line diff: every view of each."""
+    """Root commit, binary file, rename, deletion, non-UTF-8 text, merge, 10,000-line diff: every
+    view of each."""
     app, notes = reader(odd_repo, tmp_path, "HEAD")
 
     async def keys(pilot):
@@ -470,7 +536,8 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
             f"See it all: {app.reader.series.git()} show {app.reader.series.steps[-1].commit.sha}"
         )
         where = Path(app.reader.series.repo.working_tree_dir).resolve()
-        assert app.reader.series.git() == f"git -C {shlex.quote(str(where))}"  # a command that works wherever you are
+        # a command that works wherever you are
+        assert app.reader.series.git() == f"git -C {shlex.quote(str(where))}"
         await pilot.press("slash", *"line 9999", "enter")  # in the big diff, past the rows it shows
         assert app.reader.nav.index == 6 and notes[-1] == (
             f"This match is past the first {MAX_ROWS:,} rows shown: "
@@ -483,7 +550,10 @@ def test_odd_commits_never_crash_the_reader(odd_repo, tmp_path):
         await pilot.press("colon", "4", "enter")  # the file view follows logo.bin, deleted by now
         assert diff_lines(app)[1] == "not in the repository at this step"
         await pilot.press("f", "f")  # back to the diff, then this step's own file
-        assert diff_lines(app)[:2] == ["notes.txt at " + app.reader.series.steps[3].ref, "1 caf\ufffd cr\ufffdme"]
+        assert diff_lines(app)[:2] == [
+            "notes.txt at " + app.reader.series.steps[3].ref,
+            "1 caf\ufffd cr\ufffdme",
+        ]
 
     drive(app, keys, (80, 24))
 
@@ -501,31 +571,43 @@ def test_step_list_follows_the_keyboard_when_focused(demo_history, tmp_path):
     drive(app, keys, SIZE)
 
 
-def test_a_step_switch_repaints_the_two_options_the_highlight_moves_between(tmp_path_factory, tmp_path, monkeypatch):
-    """The step list repaints the options the highlight leaves and lands on, each over all its lines (a long title
-    wraps), and no other: the lines OptionList brought into view, kept from the move before."""
+def test_a_step_switch_repaints_the_two_options_the_highlight_moves_between(
+    tmp_path_factory, tmp_path, monkeypatch
+):
+    """The step list repaints the options the highlight leaves and lands on, each over all its
+    lines (a long title wraps), and no other: the lines OptionList brought into view, kept from
+    the move before."""
     long = "a title long enough to wrap under itself in the list"
     titles = ["One", f"Two, {long}", "Part II · Three", f"Four, {long}", "Five"]
-    history = built_history(tmp_path_factory, "wrapped", [(t, "N.", {f"f{n}.py": "x\n"}) for n, t in enumerate(titles)])
+    history = built_history(
+        tmp_path_factory, "wrapped", [(t, "N.", {f"f{n}.py": "x\n"}) for n, t in enumerate(titles)]
+    )
     app, _ = reader(history, tmp_path)
     asked: set[int] = set()  # lines of the list repainted
     render_line = StepList.render_line
     monkeypatch.setattr(
-        StepList, "render_line", lambda self, y: asked.add(self.scroll_offset.y + y) or render_line(self, y)
+        StepList,
+        "render_line",
+        lambda self, y: asked.add(self.scroll_offset.y + y) or render_line(self, y),
     )
 
     async def keys(pilot):
         steps = app.query_one(StepList)
 
         def lines(step: int) -> set[int]:
-            """The lines the step's option is drawn on: its number's, and those its title wraps onto."""
+            """The lines the step's option is drawn on: its number's, those its title wraps onto."""
             shown = [strip.text.rstrip() for strip in steps.render_lines(Region(0, 0, *steps.size))]
-            first = next(y for y, text in enumerate(shown) if text.lstrip().startswith(f"{step + 1} "))
-            wrapped = itertools.takewhile(lambda y: shown[y].startswith("  "), range(first + 1, len(shown)))
+            first = next(
+                y for y, text in enumerate(shown) if text.lstrip().startswith(f"{step + 1} ")
+            )
+            wrapped = itertools.takewhile(
+                lambda y: shown[y].startswith("  "), range(first + 1, len(shown))
+            )
             return {first, *wrapped}
 
         assert len(lines(1)) > 1 and len(lines(3)) > 1  # the long titles wrap
-        await pilot.press("n")  # the first move: the lines of the option it leaves are not known yet
+        # the first move: the lines of the option it leaves are not known yet
+        await pilot.press("n")
         await pilot.pause()
         for key, before, after in [("n", 1, 2), ("n", 2, 3), ("p", 3, 2), ("G", 2, 4), ("g", 4, 0)]:
             asked.clear()
@@ -534,7 +616,8 @@ def test_a_step_switch_repaints_the_two_options_the_highlight_moves_between(tmp_
             assert app.reader.nav.index == after and asked == lines(before) | lines(after)
         await pilot.press("G")
         width, at = steps.size.width, lines(4)
-        await pilot.resize_terminal(100, SIZE[1])  # a narrower list: the long titles wrap onto more lines
+        # a narrower list: the long titles wrap onto more lines
+        await pilot.resize_terminal(100, SIZE[1])
         await pilot.pause()
         assert steps.size.width < width and lines(4) != at
         asked.clear()
@@ -545,15 +628,20 @@ def test_a_step_switch_repaints_the_two_options_the_highlight_moves_between(tmp_
     drive(app, keys, SIZE)
 
 
-def test_the_step_list_keeps_its_drawn_options_when_only_its_height_changes(demo_history, tmp_path, monkeypatch):
-    """The options are drawn at the list's width: a terminal made shorter or taller draws none of them again (each
-    is a Rich table, drawn by its __rich_console__); one narrow enough for a narrower list draws them again."""
+def test_the_step_list_keeps_its_drawn_options_when_only_its_height_changes(
+    demo_history, tmp_path, monkeypatch
+):
+    """The options are drawn at the list's width: a terminal made shorter or taller draws none of
+    them again (each is a Rich table, drawn by its __rich_console__); one narrow enough for a
+    narrower list draws them again."""
     from rich.table import Table
 
     app, _ = reader(demo_history, tmp_path)
     drawn: list[Table] = []
     draw = Table.__rich_console__
-    monkeypatch.setattr(Table, "__rich_console__", lambda self, *a: drawn.append(self) or draw(self, *a))
+    monkeypatch.setattr(
+        Table, "__rich_console__", lambda self, *a: drawn.append(self) or draw(self, *a)
+    )
 
     async def keys(pilot):
         steps = app.query_one(StepList)
@@ -572,13 +660,22 @@ def test_the_step_list_keeps_its_drawn_options_when_only_its_height_changes(demo
 
 
 def test_the_step_list_groups_the_parts_under_headings(run_history, tmp_path):
-    """A title's "Part II · " is a heading above the part's first step, not a prefix taking the list's width."""
+    """A title's "Part II · " is a heading above the part's first step, not a prefix taking the
+    list's width."""
     app, _ = reader(run_history, tmp_path)
 
     async def keys(pilot):
         steps = app.query_one(StepList)
-        lines = [strip.text.strip() for strip in steps.render_lines(Region(0, 0, steps.size.width, 5))]
-        assert lines == ["Part I", "1 A script that talks", "Part II", "2 A long wait", "3 A failure"]
+        lines = [
+            strip.text.strip() for strip in steps.render_lines(Region(0, 0, steps.size.width, 5))
+        ]
+        assert lines == [
+            "Part I",
+            "1 A script that talks",
+            "Part II",
+            "2 A long wait",
+            "3 A failure",
+        ]
         steps.focus()
         await pilot.press("down")  # over the heading
         assert app.reader.nav.index == 1 and steps.step_at[steps.highlighted] == 1
@@ -590,7 +687,9 @@ def test_the_step_list_groups_the_parts_under_headings(run_history, tmp_path):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_main_screen_snapshot(demo_history, tmp_path, snap_compare, size):
-    app = WalkthroughApp(load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json"))
+    app = WalkthroughApp(
+        load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json")
+    )
     assert snap_compare(app, press=["colon", "4", "enter"], terminal_size=size)
 
 
@@ -603,7 +702,9 @@ def run_history(tmp_path_factory) -> Path:
 
 
 def runner(history: Path, state: Path, own: bool = True) -> tuple[WalkthroughApp, list[str]]:
-    app = WalkthroughApp(load_series(history, HISTORY_RANGE), Bookmarks(state / "walkthrough.json"), own_series=own)
+    app = WalkthroughApp(
+        load_series(history, HISTORY_RANGE), Bookmarks(state / "walkthrough.json"), own_series=own
+    )
     app.runs.root = state / "runs"
     notes: list[str] = []
     app.notify = lambda message, **_: notes.append(message)
@@ -611,7 +712,7 @@ def runner(history: Path, state: Path, own: bool = True) -> tuple[WalkthroughApp
 
 
 async def until(pilot, condition, what: str, seconds: float = 60) -> None:
-    """Let the app work until `condition()` holds (a deadline against hanging, not a speed check)."""
+    """Let the app work until `condition()` holds (a deadline against a hang, not a timing)."""
     for _ in range(int(seconds / 0.05)):
         if condition():
             return
@@ -620,12 +721,20 @@ async def until(pilot, condition, what: str, seconds: float = 60) -> None:
 
 
 def finished(app: WalkthroughApp, index: int):
-    return lambda: index in app.runs.records and not app.runs.records[index].running and app.runs.active is None
+    return lambda: (
+        index in app.runs.records
+        and not app.runs.records[index].running
+        and app.runs.active is None
+    )
 
 
 def panel(app: WalkthroughApp) -> tuple[str, list[str], str]:
     run = app.query_one(RunPanel)
-    return str(run.query_one("#run-head").render()), run.lines, str(run.query_one("#run-foot").render())
+    return (
+        str(run.query_one("#run-head").render()),
+        run.lines,
+        str(run.query_one("#run-foot").render()),
+    )
 
 
 def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history, tmp_path):
@@ -636,7 +745,9 @@ def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history
         await until(pilot, finished(app, 0), "the first run ends")
         head, lines, foot = panel(app)
         assert app.query_one(RunPanel).display and not app.query_one(DiffView).display
-        assert head.startswith("Try-it of step-01, in a new checkout: ") and head.endswith("runs/step-01")
+        assert head.startswith("Try-it of step-01, in a new checkout: ") and head.endswith(
+            "runs/step-01"
+        )
         assert lines == [
             "$ python show.py hello",  # as typed, though the reader's own interpreter runs it
             "show.py says: hello",
@@ -647,10 +758,14 @@ def test_r_runs_the_try_it_in_a_clean_checkout_of_the_step_each_time(run_history
         assert status(app) == "step-01 · run"
         folder = tmp_path / "runs" / "step-01"
         assert git(folder, "rev-parse", "HEAD").strip() == app.reader.series.steps[0].commit.sha
-        await pilot.press("r")  # again: the same checkout, put back to the step's files (the first run's one gone)
+        # again: the same checkout, put back to the step's files (the first run's one gone)
+        await pilot.press("r")
         await until(pilot, finished(app, 0), "the second run ends")
         head, lines, foot = panel(app)
-        assert "in its checkout, put back to the step's files" in head and lines[-1] == "runs in this checkout: 1"
+        assert (
+            "in its checkout, put back to the step's files" in head
+            and lines[-1] == "runs in this checkout: 1"
+        )
         assert foot.startswith("exit 0 · ")
         await pilot.press("n")  # a step without a run shows its diff; the run of step 1 is kept
         assert app.query_one(DiffView).display and not app.query_one(RunPanel).display
@@ -682,11 +797,15 @@ def test_a_long_run_is_stopped_with_its_whole_process_group(run_history, tmp_pat
         await until(
             pilot,
             lambda: any(
-                line.startswith("pids ") for line in (app.runs.records[1].lines if 1 in app.runs.records else [])
+                line.startswith("pids ")
+                for line in (app.runs.records[1].lines if 1 in app.runs.records else [])
             ),
             "pids",
         )
-        pids.extend(int(p) for p in next(x for x in app.runs.records[1].lines if x.startswith("pids ")).split()[1:])
+        pids.extend(
+            int(p)
+            for p in next(x for x in app.runs.records[1].lines if x.startswith("pids ")).split()[1:]
+        )
         assert app.runs.records[1].running and panel(app)[2].startswith("running · ")
         await pilot.press("p")  # the app goes on while it runs
         assert app.reader.nav.index == 0 and app.query_one(DiffView).display
@@ -700,21 +819,27 @@ def test_a_long_run_is_stopped_with_its_whole_process_group(run_history, tmp_pat
     drive(app, keys, SIZE)
     leader, child = pids
     assert _gone(leader) and _gone(child)  # the child it started went with it: no orphan
-    assert _group(leader) <= {"Z"}  # nothing of the group runs (a zombie waits only for init to reap it)
+    # nothing of the group runs (a zombie waits only for init to reap it)
+    assert _group(leader) <= {"Z"}
 
 
 STAND_IN_STEP = (
     "A step that needs OpenAI's weights",
     "It loads gpt2.\n\n**Try it**\n\n```bash\npython show.py gpt2\n```\n\n"
-    "**Stand-in** (what the checks run, offline): `gpt2` → `stand-ins/tiny-gpt2` (a random GPT-2)\n\n"
-    "**What you should see** (stand-in output: a random GPT-2)\n\n```\nshow.py says: stand-ins/tiny-gpt2\n```\n",
+    "**Stand-in** (what the checks run, offline): "
+    "`gpt2` → `stand-ins/tiny-gpt2` (a random GPT-2)\n\n"
+    "**What you should see** (stand-in output: a random GPT-2)\n\n"
+    "```\nshow.py says: stand-ins/tiny-gpt2\n```\n",
     {"show.py": "import sys\nprint('show.py says:', *sys.argv[1:])\n"},
 )
 
 
-def test_r_offline_runs_the_stand_in_its_step_names_and_says_so(tmp_path_factory, tmp_path, monkeypatch):
+def test_r_offline_runs_the_stand_in_its_step_names_and_says_so(
+    tmp_path_factory, tmp_path, monkeypatch
+):
     pytest.importorskip("transformers")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as a machine without the network is (the suite's default too)
+    # as a machine without the network is (the suite's default too)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     app, notes = runner(built_history(tmp_path_factory, "stand-in", [STAND_IN_STEP]), tmp_path)
 
     async def keys(pilot):
@@ -726,7 +851,9 @@ def test_r_offline_runs_the_stand_in_its_step_names_and_says_so(tmp_path_factory
             "$ python show.py stand-ins/tiny-gpt2",
             "show.py says: stand-ins/tiny-gpt2",
         ]
-        assert foot.startswith("exit 0 · ") and "matches What you should see" in foot and notes == []
+        assert (
+            foot.startswith("exit 0 · ") and "matches What you should see" in foot and notes == []
+        )
         assert (tmp_path / "runs" / "stand-ins" / "tiny-gpt2" / "config.json").is_file()
 
     drive(app, keys, SIZE)
@@ -737,14 +864,23 @@ def test_r_on_another_step_while_one_runs_says_what_it_does_first(run_history, t
 
     async def keys(pilot):
         await pilot.press("n", "r")
-        await until(pilot, lambda: 1 in app.runs.records and app.runs.records[1].lines[-1:] != [], "the run prints")
-        await pilot.press("p", "r")  # on step 1, while step 2's run goes on: a word, nothing stopped
+        await until(
+            pilot,
+            lambda: 1 in app.runs.records and app.runs.records[1].lines[-1:] != [],
+            "the run prints",
+        )
+        # on step 1, while step 2's run goes on: a word, nothing stopped
+        await pilot.press("p", "r")
         assert app.runs.records[1].running and notes == [
             "Step 2's Try-it is running: r again stops it; then r runs this step's."
         ]
         await pilot.press("r")  # as announced
         await until(pilot, finished(app, 1), "the run stops")
-        assert app.runs.records[1].stopped and notes[-1] == "Stopping the run of step 2." and 0 not in app.runs.records
+        assert (
+            app.runs.records[1].stopped
+            and notes[-1] == "Stopping the run of step 2."
+            and 0 not in app.runs.records
+        )
         await pilot.press("r")
         await until(pilot, finished(app, 0), "this step's run ends")
         assert app.runs.records[0].status == 0
@@ -785,7 +921,8 @@ def test_shell_syntax_is_passed_as_text_or_not_run(run_history, tmp_path):
         await pilot.press("G", "r")
         await until(pilot, finished(app, 3), "the run ends")
         lines = app.runs.records[3].lines
-        assert "show.py says: * ~ {a,b} two words" in lines  # no glob, no tilde, no braces, quotes as one word
+        # no glob, no tilde, no braces, quotes as one word
+        assert "show.py says: * ~ {a,b} two words" in lines
         assert "GREETING is hi" in lines  # VAR=value before the second command of an &&
         assert "· needs a shell: not run: python show.py x; touch marker" in lines
         assert lines[-1] == "runs in this checkout: 3" and panel(app)[2].startswith("exit 0")
@@ -809,7 +946,9 @@ def test_y_copies_the_try_it_exactly(run_history, tmp_path, monkeypatch):
         assert notes[-1] == f"Sent to the terminal's clipboard (if it accepts OSC 52): {expected}"
         monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
         await pilot.press("y")
-        assert notes[-1].startswith("Sent to the terminal's clipboard (in tmux only with `set -g set-clipboard on`)")
+        assert notes[-1].startswith(
+            "Sent to the terminal's clipboard (in tmux only with `set -g set-clipboard on`)"
+        )
 
     drive(app, keys, SIZE)
 
@@ -850,7 +989,9 @@ def test_z_gives_the_diff_the_whole_width_and_back(run_history, tmp_path):
         narrow = diff.size.width
         await pilot.press("z")
         assert not app.query_one(StepList).display_tree_visible if False else True
-        assert app.query_one(StepList).region.width == 0 and app.query_one(Narration).region.width == 0
+        assert (
+            app.query_one(StepList).region.width == 0 and app.query_one(Narration).region.width == 0
+        )
         assert diff.size.width == SIZE[0] and app.query_one("#title").region.height == 1
         await pilot.press("z")
         assert diff.size.width == narrow and app.query_one(StepList).region.width > 0
@@ -889,7 +1030,8 @@ def test_a_long_try_it_wraps_in_full_at_80_columns(run_history, tmp_path):
         fence = app.query_one(Narration).document.query(MarkdownFence).first()
         label = fence.query_one("Label")
         shown = " ".join(label.render_line(y).text.strip() for y in range(label.size.height))
-        assert fence.virtual_size.width <= fence.size.width < len(LONG_COMMAND)  # nothing off the edge
+        # nothing off the edge
+        assert fence.virtual_size.width <= fence.size.width < len(LONG_COMMAND)
         assert LONG_COMMAND in shown
 
     drive(app, keys, (80, 24))
@@ -911,7 +1053,10 @@ def test_help_lists_horizontal_scrolling_and_it_scrolls(demo_history, tmp_path):
     app, _ = reader(demo_history, tmp_path)
 
     async def keys(pilot):
-        assert any(keys.startswith("shift+") or "⇧" in keys for keys, _ in key_rows(app, ReaderScreen.BINDINGS))
+        assert any(
+            keys.startswith("shift+") or "⇧" in keys
+            for keys, _ in key_rows(app, ReaderScreen.BINDINGS)
+        )
         await pilot.press("colon", "4", "enter", "shift+right")
         assert app.query_one(DiffView).scroll_offset.x == 8 and app.reader.nav.index == 3
         app.query_one(StepList).focus()  # from anywhere
@@ -930,7 +1075,10 @@ def test_a_history_without_narration_collapses_the_pane(odd_repo, tmp_path):
     async def keys(pilot):
         assert app.query_one(Narration).region.width > 0  # "Add files" has a body
         await pilot.press("n")  # "Rename the script" is a subject line only
-        assert app.query_one(Narration).region.width == 0 and app.query_one(Narration).region.height == 0
+        assert (
+            app.query_one(Narration).region.width == 0
+            and app.query_one(Narration).region.height == 0
+        )
 
     drive(app, keys, SIZE)
 
@@ -938,7 +1086,8 @@ def test_a_history_without_narration_collapses_the_pane(odd_repo, tmp_path):
 def test_e_opens_the_editor_at_the_line_in_view(demo_history, tmp_path, monkeypatch):
     record, editor = tmp_path / "argv.txt", tmp_path / "vim"
     editor.write_text(
-        f"#!{sys.executable}\nimport sys, pathlib\npathlib.Path({str(record)!r}).write_text(repr(sys.argv[1:]))\n"
+        f"#!{sys.executable}\nimport sys, pathlib\n"
+        f"pathlib.Path({str(record)!r}).write_text(repr(sys.argv[1:]))\n"
     )
     editor.chmod(0o755)
     monkeypatch.setenv("EDITOR", str(editor))
@@ -953,13 +1102,16 @@ def test_e_opens_the_editor_at_the_line_in_view(demo_history, tmp_path, monkeypa
         row = app.query_one(DiffView).rows[20]
         await pilot.press("e")
         argv = eval(record.read_text())
-        assert argv[0] == f"+{row.left.line.new}" and argv[1].endswith("train_gpt2.py") and notes == []
+        assert (
+            argv[0] == f"+{row.left.line.new}" and argv[1].endswith("train_gpt2.py") and notes == []
+        )
 
     drive(app, keys, (80, 24))
 
 
 def test_a_step_git_cannot_read_is_shown_and_the_app_goes_on(tmp_path):
-    """A damaged clone: one blob gone. Showing that step, or searching every step, is a message, not a crash."""
+    """A damaged clone: one blob gone. Showing that step, or searching every step, is a message, not
+    a crash."""
     repo = make_damaged_source(tmp_path)
     blob = git(repo, "rev-parse", "HEAD~1:b.txt").strip()
     (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
@@ -971,7 +1123,9 @@ def test_a_step_git_cannot_read_is_shown_and_the_app_goes_on(tmp_path):
         await pilot.press("colon", "2", "enter")
         assert diff_lines(app)[0].startswith("git could not read this step: ")
         await pilot.press("n")
-        assert app.reader.nav.index == 2 and diff_lines(app)[0].startswith("git could not read this step")
+        assert app.reader.nav.index == 2 and diff_lines(app)[0].startswith(
+            "git could not read this step"
+        )
         await pilot.press("p", "p")
         assert app.reader.nav.index == 0 and diff_lines(app)[0].startswith("A a.txt")
 
@@ -991,8 +1145,8 @@ def make_damaged_source(tmp_path: Path) -> Path:
 
 
 def test_after_a_run_the_footer_and_new_steps_still_show(run_history, tmp_path):
-    """A run's end once set Textual's own `App._running` to None: nothing mounted after it started (the footer's
-    keys, a step's narration), and the footer went blank."""
+    """A run's end once set Textual's own `App._running` to None: nothing mounted after it started
+    (the footer's keys, a step's narration), and the footer went blank."""
     app, _ = runner(run_history, tmp_path)
 
     async def keys(pilot):
@@ -1010,7 +1164,9 @@ def test_after_a_run_the_footer_and_new_steps_still_show(run_history, tmp_path):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size):
-    app = WalkthroughApp(load_series(run_history, HISTORY_RANGE), Bookmarks(tmp_path / "b.json"), own_series=True)
+    app = WalkthroughApp(
+        load_series(run_history, HISTORY_RANGE), Bookmarks(tmp_path / "b.json"), own_series=True
+    )
     app.runs.root = Path("/tmp/walkthrough-snapshot-runs")
     shutil.rmtree(app.runs.root, ignore_errors=True)
     app.runs.clock = lambda: 100.0  # every run takes 0.0 s
@@ -1026,7 +1182,9 @@ def test_run_panel_snapshot(run_history, tmp_path, snap_compare, size):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_zoom_snapshot(demo_history, tmp_path, snap_compare, size):
-    app = WalkthroughApp(load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json"))
+    app = WalkthroughApp(
+        load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json")
+    )
     assert snap_compare(app, press=["colon", "4", "enter", "s", "z"], terminal_size=size)
 
 
@@ -1035,7 +1193,8 @@ def test_zoom_snapshot(demo_history, tmp_path, snap_compare, size):
 NARRATIONS = [
     "One paragraph.\n\nAnother paragraph.",
     "## Try it\n\n```bash\npython a.py\n```\n\nA paragraph after.",
-    "## Try it\n\n```bash\npython b.py \\\n  --flag\n```\n\nAnother text after it.",  # the same blocks, new text
+    # the same blocks, new text
+    "## Try it\n\n```bash\npython b.py \\\n  --flag\n```\n\nAnother text after it.",
     "## Why\n\nBecause.\n\n- a list\n- of two",  # another heading, a list
     "",  # a subject line only: the pane steps aside
     "```python\nprint(1)\n```\n\n## What you should see\n\n1",
@@ -1043,7 +1202,8 @@ NARRATIONS = [
 
 
 def narration_blocks(app: WalkthroughApp) -> list[tuple[str, str, str | None]]:
-    """The narration as shown: each block's kind, text (a code block's code, as its label shows it) and source."""
+    """The narration as shown: each block's kind, text (a code block's code, as its label shows it)
+    and source."""
     from textual.widgets import Label
     from textual.widgets.markdown import MarkdownFence
 
@@ -1059,17 +1219,21 @@ def narration_blocks(app: WalkthroughApp) -> list[tuple[str, str, str | None]]:
 
 
 def test_the_narration_is_one_document_refilled_with_each_steps_text(tmp_path_factory, tmp_path):
-    """A step switch refills the narration's blocks in place instead of mounting a document per step: each step
-    must show its own narration, never a block left from the step before."""
+    """A step switch refills the narration's blocks in place instead of mounting a document per
+    step: each step must show its own narration, never a block left from the step before."""
     history = built_history(
-        tmp_path_factory, "narrations", [(f"N{n}", text, {"a.py": f"x = {n}\n"}) for n, text in enumerate(NARRATIONS)]
+        tmp_path_factory,
+        "narrations",
+        [(f"N{n}", text, {"a.py": f"x = {n}\n"}) for n, text in enumerate(NARRATIONS)],
     )
     app, _ = reader(history, tmp_path)
 
     async def keys(pilot):
         narration = app.query_one(Narration)
         document = narration.document
-        for key in ["n"] * 5 + ["p"] * 5 + ["G", "g", "colon", "4", "enter", "colon", "2", "enter", "n"]:
+        for key in (
+            ["n"] * 5 + ["p"] * 5 + ["G", "g", "colon", "4", "enter", "colon", "2", "enter", "n"]
+        ):
             await pilot.press(key)
             if key in ("colon", "2", "4"):
                 continue
@@ -1080,15 +1244,19 @@ def test_the_narration_is_one_document_refilled_with_each_steps_text(tmp_path_fa
             assert narration.document is document and document.source == text
             fresh = document._build_from_source(text)  # what a new document would show
             assert narration_blocks(app) == [
-                (type(block).__name__, getattr(block, "code", block._content.plain), block.source) for block in fresh
+                (type(block).__name__, getattr(block, "code", block._content.plain), block.source)
+                for block in fresh
             ]
 
     drive(app, keys, SIZE)
 
 
-def test_the_prompt_hides_the_footer_keys_and_shows_them_again_without_making_any(demo_history, tmp_path):
-    """While the prompt is open every key is text, and the footer shows none, as Textual's own: here by hiding the
-    keys' widgets instead of making them all again twice; moving between the panes changes nothing."""
+def test_the_prompt_hides_the_footer_keys_and_shows_them_again_without_making_any(
+    demo_history, tmp_path
+):
+    """While the prompt is open every key is text, and the footer shows none, as Textual's own: here
+    by hiding the keys' widgets instead of making them all again twice; moving between the panes
+    changes nothing."""
     app, _ = reader(demo_history, tmp_path)
 
     async def keys(pilot):
@@ -1114,9 +1282,10 @@ def test_the_prompt_hides_the_footer_keys_and_shows_them_again_without_making_an
 
 
 def test_focus_moving_leaves_the_diff_pane_as_drawn(demo_history, tmp_path, monkeypatch):
-    """DiffView skips Textual's restyle and redraw when focus comes or goes (each use of the prompt): right only
-    while no style rule picks the pane, or its scrollbars, by :focus. The rows it drew are kept, and the screen
-    asks the pane for none of them again; focus still comes and goes, and the pane's container hears of it."""
+    """DiffView skips Textual's restyle and redraw when focus comes or goes (each use of the
+    prompt): right only while no style rule picks the pane, or its scrollbars, by :focus. The rows
+    it drew are kept, and the screen asks the pane for none of them again; focus still comes and
+    goes, and the pane's container hears of it."""
     from textual import events
 
     from walkthrough.change_pane import ChangePane
@@ -1126,14 +1295,20 @@ def test_focus_moving_leaves_the_diff_pane_as_drawn(demo_history, tmp_path, monk
     restyled: list[DiffView] = []
     heard: list[str] = []  # what the change pane heard of its descendants' focus
     render_line, update_node_styles = DiffView.render_line, DiffView.update_node_styles
-    monkeypatch.setattr(DiffView, "render_line", lambda self, y: asked.append(y) or render_line(self, y))
     monkeypatch.setattr(
-        DiffView, "update_node_styles", lambda self, *a, **k: restyled.append(self) or update_node_styles(self, *a, **k)
+        DiffView, "render_line", lambda self, y: asked.append(y) or render_line(self, y)
     )
+    monkeypatch.setattr(
+        DiffView,
+        "update_node_styles",
+        lambda self, *a, **k: restyled.append(self) or update_node_styles(self, *a, **k),
+    )
+
+    def hearing(name: str):
+        return lambda self, event: heard.append(f"{name} {type(event.widget).__name__}")
+
     for event in (events.DescendantFocus, events.DescendantBlur):
-        name = event.__name__
-        hear = lambda self, e, name=name: heard.append(f"{name} {type(e.widget).__name__}")  # noqa: E731
-        monkeypatch.setattr(ChangePane, event.handler_name, hear, raising=False)
+        monkeypatch.setattr(ChangePane, event.handler_name, hearing(event.__name__), raising=False)
 
     async def keys(pilot):
         await pilot.press("colon", "4", "enter")
@@ -1165,13 +1340,18 @@ def test_focus_moving_leaves_the_diff_pane_as_drawn(demo_history, tmp_path, monk
 
 
 def test_the_diff_scrollbar_follows_each_steps_rows(tmp_path_factory, tmp_path):
-    """The diff pane's scrollbars follow its rows, not its size: from a long step to a short one (the pane's size
-    the same) the scrollbar must go, and come back; a layout of the screen with the same rows keeps it."""
+    """The diff pane's scrollbars follow its rows, not its size: from a long step to a short one
+    (the pane's size the same) the scrollbar must go, and come back; a layout of the screen with the
+    same rows keeps it."""
     lines = "".join(f"x = {n}\n" for n in range(200))
     history = built_history(
         tmp_path_factory,
         "scrollbar",
-        [("Short", "Short.", {"a.py": "x\n"}), ("Long", "Long.", {"b.py": lines}), ("Short", "Short.", {"c": "y\n"})],
+        [
+            ("Short", "Short.", {"a.py": "x\n"}),
+            ("Long", "Long.", {"b.py": lines}),
+            ("Short", "Short.", {"c": "y\n"}),
+        ],
     )
     app, _ = reader(history, tmp_path)
 
@@ -1195,10 +1375,10 @@ def test_the_diff_scrollbar_follows_each_steps_rows(tmp_path_factory, tmp_path):
 
 
 def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkeypatch):
-    """A step's diff is read on a thread while the rest of the switch goes on (G), or as soon as its number is
-    typed after `:` (once no digit more could make another step's number of it): what asks for the step before
-    that read ends (Enter, a search) waits for it, so no step is read twice. The bookmark is written once the step
-    is drawn."""
+    """A step's diff is read on a thread while the rest of the switch goes on (G), or as soon as its
+    number is typed after `:` (once no digit more could make another step's number of it): what asks
+    for the step before that read ends (Enter, a search) waits for it, so no step is read twice. The
+    bookmark is written once the step is drawn."""
     import threading
 
     from walkthrough import history
@@ -1209,7 +1389,8 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
         if "diff-tree" in args:
             reads.append((args[-1], threading.current_thread().name))
             if threading.current_thread().name.startswith("walkthrough-diff"):
-                time.sleep(0.8)  # a slow disk: what asks for the step meanwhile must wait for this read
+                # a slow disk: what asks for the step meanwhile must wait for this read
+                time.sleep(0.8)
         return real_run_git(git, *args, **kwargs)
 
     real_run_git = history.run_git
@@ -1217,7 +1398,9 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
 
     def read_by_the_loader(app: WalkthroughApp, index: int) -> bool:
         sha = app.reader.series.steps[index].commit.sha
-        return any(commit == sha and thread.startswith("walkthrough-diff") for commit, thread in reads)
+        return any(
+            commit == sha and thread.startswith("walkthrough-diff") for commit, thread in reads
+        )
 
     app, _ = reader(demo_history, tmp_path)
 
@@ -1238,19 +1421,24 @@ def test_a_step_is_read_once_also_when_read_ahead(demo_history, tmp_path, monkey
         assert app.reader.nav.index == 4
         await until(pilot, lambda: read_by_the_loader(app, 4), "step 5 read on the loader's thread")
         marks = Bookmarks(tmp_path / "again" / "walkthrough.json")
-        await until(pilot, lambda: marks.recall(app.reader.series) == 4, "step 5's bookmark written once drawn")
+        await until(
+            pilot,
+            lambda: marks.recall(app.reader.series) == 4,
+            "step 5's bookmark written once drawn",
+        )
         await pilot.press("colon", "3", "escape")  # step 3 read ahead, not gone to
         await until(pilot, lambda: read_by_the_loader(app, 2), "the read ahead of step 3 starts")
         await pilot.press("slash", *"c_attn", "enter")  # a search reads every step itself, at once
-        assert app.reader.nav.index == 3 and status(app).endswith("match 1/3")  # none from step 5 on: the first
+        # none from step 5 on: the first
+        assert app.reader.nav.index == 3 and status(app).endswith("match 1/3")
 
     drive(app, search_during_the_read, SIZE)
     assert max(Counter(commit for commit, _ in reads).values()) == 1
 
 
 def test_syntax_colours_cover_every_line_once_in_any_order(monkeypatch):
-    """Lines are coloured a chunk at a time from the first one asked for (scrolling up: upwards): whatever the
-    order, every line is coloured once and shows its own text."""
+    """Lines are coloured a chunk at a time from the first one asked for (scrolling up: upwards):
+    whatever the order, every line is coloured once and shows its own text."""
     import random
 
     from walkthrough import diff_view
@@ -1267,14 +1455,21 @@ def test_syntax_colours_cover_every_line_once_in_any_order(monkeypatch):
     monkeypatch.setattr(diff_view, "highlight", highlight)
     shuffled = list(range(230))
     random.Random(7).shuffle(shuffled)
-    for order in (range(230), range(229, -1, -1), [*range(120, 230), *range(119, -1, -1)], shuffled):
+    for order in (
+        range(230),
+        range(229, -1, -1),
+        [*range(120, 230), *range(119, -1, -1)],
+        shuffled,
+    ):
         coloured.clear()
         code = Code(lines, "a.py")
         assert [code[i].plain for i in order] == [lines[i] for i in order]
         assert sum(coloured) == len(lines) and max(coloured) <= Code.CHUNK
 
 
-def test_x_gives_the_exercise_command_where_a_step_has_a_check(series_history, tmp_path, monkeypatch):
+def test_x_gives_the_exercise_command_where_a_step_has_a_check(
+    series_history, tmp_path, monkeypatch
+):
     for name in ("TMUX", "DISPLAY", "WAYLAND_DISPLAY"):
         monkeypatch.delenv(name, raising=False)
     series = load_series(series_history, HISTORY_RANGE)
@@ -1291,7 +1486,11 @@ def test_x_gives_the_exercise_command_where_a_step_has_a_check(series_history, t
         await pilot.press("G")  # Part II: no check
         assert "exercise" not in status(app)
         await pilot.press("x")
-        assert notes[-1] == f"Step {len(series.steps)} has no exercise: the checks cover Part 0's and Part I's steps."
+        last = len(series.steps)
+        assert (
+            notes[-1]
+            == f"Step {last} has no exercise: the checks cover Part 0's and Part I's steps."
+        )
 
     drive(app, keys, SIZE)
 
@@ -1327,7 +1526,11 @@ def test_a_narrow_footer_shows_whole_keys_from_help_on_and_a_wide_one_all(demo_h
 
     async def keys(pilot):
         narrow = footer()
-        assert narrow == labels[: len(narrow)] and 8 <= len(narrow) < len(labels) and narrow[0] == "Help"
+        assert (
+            narrow == labels[: len(narrow)]
+            and 8 <= len(narrow) < len(labels)
+            and narrow[0] == "Help"
+        )
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
         assert footer() == labels
@@ -1340,7 +1543,9 @@ def test_a_narrow_footer_shows_whole_keys_from_help_on_and_a_wide_one_all(demo_h
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_help_snapshot(demo_history, tmp_path, snap_compare, size):
-    app = WalkthroughApp(load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json"))
+    app = WalkthroughApp(
+        load_series(demo_history, HISTORY_RANGE), Bookmarks(tmp_path / "walkthrough.json")
+    )
     assert snap_compare(app, press=["question_mark"], terminal_size=size)
 
 
@@ -1354,7 +1559,8 @@ def test_at_80x24_the_help_scrolls_to_every_key_under_its_closing_line(demo_hist
         assert str(hint.render()) == "esc, q or ? closes this · ↑ ↓ scroll"
         assert box.max_scroll_y > 0 and box.scroll_offset.y == 0  # more keys than lines: it scrolls
         shown = app.screen.find_widget(hint).region
-        assert box.region.contains_region(shown) and box.region.bottom <= 24  # inside the box, on screen
+        # inside the box, on screen
+        assert box.region.contains_region(shown) and box.region.bottom <= 24
         await pilot.press("end")
         await pilot.pause()
         assert box.scroll_offset.y == box.max_scroll_y
@@ -1364,8 +1570,8 @@ def test_at_80x24_the_help_scrolls_to_every_key_under_its_closing_line(demo_hist
 
 
 def test_the_run_pane_shows_a_command_as_it_is_typed(tmp_path_factory, tmp_path):
-    """As the Try-it has it: `python` (not the path of the reader's interpreter, which runs it), quoted as a person
-    quotes it."""
+    """As the Try-it has it: `python` (not the path of the reader's interpreter, which runs it),
+    quoted as a person quotes it."""
     quoted = (
         "Quotes",
         "It prints a word.\n\n**Try it**\n\n```bash\npython -c \"print('micrograd', 1)\"\n```\n\n"

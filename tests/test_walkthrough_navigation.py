@@ -1,5 +1,6 @@
-"""The reader's state without its screen: where it is in a series (Navigation, Search), the key table,
-and what `e` opens. Plain objects on the seven odd steps of repos.make_odd_repo; no Textual."""
+"""The reader's state without its screen: where it is in a series (Navigation, Search), the key
+table, and what `e` opens. Plain objects on the seven odd steps of repos.make_odd_repo, no Textual.
+"""
 
 import os
 import stat
@@ -58,7 +59,14 @@ def test_steps_by_delta_stop_at_both_ends(nav):
 
 
 def test_a_typed_step_number(nav):
-    assert [nav.typed(text) for text in ("1", "7", "8", "0", "x", "")] == [0, 6, None, None, None, None]
+    assert [nav.typed(text) for text in ("1", "7", "8", "0", "x", "")] == [
+        0,
+        6,
+        None,
+        None,
+        None,
+        None,
+    ]
     # of 7 steps, no digit more makes another step of "1": it is read while Enter is on its way
     assert nav.surely_typed("1") == 0 and nav.surely_typed("9") is None
 
@@ -120,7 +128,9 @@ def test_a_match_past_the_rows_names_the_command_that_shows_it(nav):
 
 
 def test_the_key_table():
-    assert len({key.id for key in KEYS}) == len(KEYS) and len({key.action for key in KEYS}) == len(KEYS)
+    assert len({key.id for key in KEYS}) == len(KEYS) and len({key.action for key in KEYS}) == len(
+        KEYS
+    )
     assert all(key.tooltip for key in KEYS)
     footer = [key for key in KEYS if key.show]
     assert footer[0].action == "app.help"  # a cut footer keeps the key to the rest
@@ -140,13 +150,20 @@ def test_prepare_edit_opens_a_read_only_copy_at_the_line(nav, tmp_path, monkeypa
     copies = Copies()
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.delenv("EDITOR", raising=False)
-    assert prepare_edit(nav.series, 4, "b.py", copies, 2) == "Set $EDITOR (or $VISUAL) to a command to open files."
+    assert (
+        prepare_edit(nav.series, 4, "b.py", copies, 2)
+        == "Set $EDITOR (or $VISUAL) to a command to open files."
+    )
     monkeypatch.setenv("EDITOR", "vim -R")
     assert prepare_edit(nav.series, 3, None, copies, None) == "This step changes no files."
-    assert prepare_edit(nav.series, 2, "logo.bin", copies, None) == "logo.bin is deleted at this step."
+    assert (
+        prepare_edit(nav.series, 2, "logo.bin", copies, None) == "logo.bin is deleted at this step."
+    )
     edit = prepare_edit(nav.series, 4, "b.py", copies, 2)
     assert isinstance(edit, Edit) and edit.argv == ["vim", "-R", "+2", str(edit.copy)]
-    assert edit.copy.read_text() == "print('hello')\nx = 1\n" and edit.copy.is_relative_to(edit.folder)
+    assert edit.copy.read_text() == "print('hello')\nx = 1\n" and edit.copy.is_relative_to(
+        edit.folder
+    )
     assert not os.stat(edit.copy).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
     copies.remove()
     assert not edit.folder.exists()

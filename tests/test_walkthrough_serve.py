@@ -1,5 +1,5 @@
-"""`walkthrough serve` in a real browser: Debian's chromium, headless, driven by playwright, reading what the page's
-terminal shows after the keys a user presses."""
+"""`walkthrough serve` in a real browser: Debian's chromium, headless, driven by playwright, reading
+what the page's terminal shows after the keys a user presses."""
 
 import contextlib
 import os
@@ -18,17 +18,21 @@ from walkthrough_fixtures import RUN_STEPS, write_series
 
 CHROMIUM = shutil.which("chromium")
 
-WAIT_MS = 120_000  # a bound for a hang on a busy machine, never a measure: the page usually answers in seconds
+# a bound for a hang on a busy machine, never a measure: the page usually answers in seconds
+WAIT_MS = 120_000
 SIZE = {"width": 1400, "height": 800}
 
-# textual-serve's page keeps its xterm.js terminal in a `terminal` property of an object of its own, not on window.
-# A setter on Object.prototype catches that assignment and hands the terminal to the test, which then reads the
-# screen through xterm.js's public buffer API: the text the browser shows, whatever renders it (WebGL or canvas).
+# textual-serve's page keeps its xterm.js terminal in a `terminal` property of an object of its own,
+# not on window. A setter on Object.prototype catches that assignment and hands the terminal to the
+# test, which then reads the screen through xterm.js's public buffer API: the text the browser
+# shows, whatever renders it (WebGL or canvas).
 CATCH_TERMINAL = """
 Object.defineProperty(Object.prototype, "terminal", {
     configurable: true,
     set(value) {
-        Object.defineProperty(this, "terminal", {value, writable: true, configurable: true, enumerable: true});
+        Object.defineProperty(
+            this, "terminal", {value, writable: true, configurable: true, enumerable: true}
+        );
         window.caughtTerminal = value;
     },
 });
@@ -37,7 +41,9 @@ SCREEN_TEXT = """() => {
     const terminal = window.caughtTerminal;
     if (!terminal) return "";
     const buffer = terminal.buffer.active, lines = [];
-    for (let y = 0; y < terminal.rows; y++) lines.push(buffer.getLine(buffer.viewportY + y).translateToString(true));
+    for (let y = 0; y < terminal.rows; y++) {
+        lines.push(buffer.getLine(buffer.viewportY + y).translateToString(true));
+    }
     return lines.join("\\n");
 }"""
 
@@ -57,13 +63,26 @@ def project(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def server(project, tmp_path):
-    """`walkthrough --project DIR serve --port PORT`, in a process group of its own (the readers it starts for each
-    tab are in it too); its URL once it listens. Ended, group and all, however the test ends."""
+    """`walkthrough --project DIR serve --port PORT`, in a process group of its own (the readers it
+    starts for each tab are in it too); its URL once it listens. Ended, group and all, however the
+    test ends."""
     port = free_port()
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}  # no bookmark of the user's: step 1 first
-    command = [sys.executable, "-m", "walkthrough", "--project", str(project), "serve", "--port", str(port)]
+    # no bookmark of the user's: step 1 first
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    command = [
+        sys.executable,
+        "-m",
+        "walkthrough",
+        "--project",
+        str(project),
+        "serve",
+        "--port",
+        str(port),
+    ]
     log = open(tmp_path / "serve.log", "w+")
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + WAIT_MS / 1000
         while not listening(port):
@@ -77,7 +96,8 @@ def server(project, tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         log.close()
-        gone = time.monotonic() + 30  # SIGKILL sent, maybe not yet acted on: a bound for a hang, not a timing
+        # SIGKILL sent, maybe not yet acted on: a bound for a hang, not a timing
+        gone = time.monotonic() + 30
         while group_alive(process.pid) and time.monotonic() < gone:
             time.sleep(0.1)
         assert not group_alive(process.pid), "a process of walkthrough serve outlived it"
@@ -105,7 +125,8 @@ def screen_shows(page, *texts: str) -> None:
 
 
 def test_without_textual_serve_one_line_names_the_extra(project, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "textual_serve.server", None)  # what an import of a missing package meets
+    # what an import of a missing package meets
+    monkeypatch.setitem(sys.modules, "textual_serve.server", None)
     assert main(["--project", str(project), "serve"]) == 1
     assert capsys.readouterr().err == (
         "walkthrough: error: walkthrough serve needs textual-serve: pip install -e '.[serve]'\n"
@@ -113,7 +134,9 @@ def test_without_textual_serve_one_line_names_the_extra(project, monkeypatch, ca
 
 
 # CI installs chromium (.ci/run): there, a missing one fails instead
-@pytest.mark.skipif(CHROMIUM is None and "CI" not in os.environ, reason="no chromium: apt-get install -y chromium")
+@pytest.mark.skipif(
+    CHROMIUM is None and "CI" not in os.environ, reason="no chromium: apt-get install -y chromium"
+)
 def test_the_served_reader_in_chromium(server):
     """The page shows step 1, n and p move between steps, and r runs a step's Try-it to its end."""
     from playwright.sync_api import sync_playwright  # the [dev] extra
@@ -123,10 +146,12 @@ def test_the_served_reader_in_chromium(server):
         try:
             page = browser.new_page(viewport=SIZE)
             page.add_init_script(CATCH_TERMINAL)
-            page.route("https://fonts.googleapis.com/**", lambda route: route.abort())  # offline: its own font
+            # offline: its own font
+            page.route("https://fonts.googleapis.com/**", lambda route: route.abort())
             page.goto(server, timeout=WAIT_MS)
             screen_shows(page, "Step 1/4 · A script that talks", '+ print("show.py says:"')
-            page.focus(".xterm-helper-textarea")  # where xterm.js takes keys, as a user's first click would
+            # where xterm.js takes keys, as a user's first click would
+            page.focus(".xterm-helper-textarea")
             page.keyboard.press("n")
             screen_shows(page, "Step 2/4 · Part II · A long wait", "+ time.sleep(600)")
             page.keyboard.press("p")
@@ -134,7 +159,8 @@ def test_the_served_reader_in_chromium(server):
             page.keyboard.press("r")
             screen_shows(page, "Run commands from this history?")
             page.keyboard.press("Enter")
-            # the run's end, as the terminal reader shows it: its status, and its output against the narration's
+            # the run's end, as the terminal reader shows it: its status, and how its output
+            # compares with the narration's
             screen_shows(page, "exit 0", "matches What you should see")
         finally:
             browser.close()

@@ -1,5 +1,6 @@
-"""Copying a command for the user: a clipboard program where one can reach a clipboard, and words that say where
-the text went. The app also sends the text to the terminal (OSC 52), which may drop it without a word."""
+"""Copying a command for the user: a clipboard program where one can reach a clipboard, and words
+that say where the text went. The app also sends the text to the terminal (OSC 52), which may drop
+it without a word."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import os
 import shutil
 import subprocess
 
-TOOLS = (("pbcopy",), ("wl-copy",), ("xclip", "-selection", "clipboard"), ("xsel", "--clipboard", "-i"))
+TOOLS = (
+    ("pbcopy",),
+    ("wl-copy",),
+    ("xclip", "-selection", "clipboard"),
+    ("xsel", "--clipboard", "-i"),
+)
 
 
 def copy_with_a_tool(text: str) -> str | None:
@@ -16,7 +22,9 @@ def copy_with_a_tool(text: str) -> str | None:
     if tool is None:
         return None
     try:
-        done = subprocess.run(list(tool), input=text.encode(), timeout=2, check=False).returncode == 0
+        done = (
+            subprocess.run(list(tool), input=text.encode(), timeout=2, check=False).returncode == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return tool[0] if done else None
@@ -31,7 +39,7 @@ def where_it_went(tool: str | None) -> str:
 
 
 def _usable(tool: str) -> bool:
-    """A clipboard program that can reach a clipboard here: X and Wayland tools need their display."""
+    """A clipboard program that can reach a clipboard here (X and Wayland tools need a display)."""
     if tool in ("xclip", "xsel"):
         return bool(os.environ.get("DISPLAY"))
     if tool == "wl-copy":

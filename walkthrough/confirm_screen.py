@@ -10,9 +10,12 @@ from textual.widgets import Static
 
 
 class ConfirmRun(ModalScreen[bool]):
-    """Before a command from someone else's history runs: the exact argument lists, and a yes or no."""
+    """Before a command from someone else's history runs: the exact argument lists, yes or no."""
 
-    BINDINGS = [Binding("enter", "answer(True)", "Run"), Binding("escape,n", "answer(False)", "Don't run")]
+    BINDINGS = [
+        Binding("enter", "answer(True)", "Run"),
+        Binding("escape,n", "answer(False)", "Don't run"),
+    ]
 
     def __init__(self, where: str, argvs: list[str]):
         super().__init__()
@@ -22,8 +25,9 @@ class ConfirmRun(ModalScreen[bool]):
         with VerticalScroll(id="confirm"):
             yield Static("Run commands from this history?", id="confirm-title")
             yield Static(
-                "They come from the commit message of a repository that is not this project's own series: "
-                f"code from whoever wrote it. In {self.where}, as these argument lists (no shell):",
+                "They come from the commit message of a repository that is not this project's "
+                f"own series: code from whoever wrote it. In {self.where}, as these argument lists "
+                "(no shell):",
                 markup=False,
             )
             yield Static("\n".join(self.argvs), id="confirm-argv", markup=False)

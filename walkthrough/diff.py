@@ -1,8 +1,9 @@
 """Parse `git diff` output into files, hunks and lines, and pair lines for a side-by-side view.
 
-Works on bytes: a diff may hold any encoding, so each line is decoded on its own and bad bytes become U+FFFD
-instead of an exception. Paths are kept whole instead: a name that is not UTF-8 decodes with surrogate escapes, so
-it goes back to git as the same bytes, and `shown` escapes it for the screen.
+Works on bytes: a diff may hold any encoding, so each line is decoded on its own and bad bytes
+become U+FFFD instead of an exception. Paths are kept whole instead: a name that is not UTF-8
+decodes with surrogate escapes, so it goes back to git as the same bytes, and `shown` escapes it for
+the screen.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
 
 
-class Line(NamedTuple):  # a tuple of plain values: quick to make by the thousand, and no work for the collector
+# a tuple of plain values: quick to make by the thousand, and no work for the collector
+class Line(NamedTuple):
     kind: str  # " " context, "+" added, "-" removed, "\\" the "No newline at end of file" marker
     old: int | None  # line number on the old side, None for an added line
     new: int | None  # line number on the new side, None for a removed line
@@ -51,8 +53,8 @@ class FileDiff:
             return f"{shown(self.old_path)} → {shown(self.new_path)}"
         return shown(self.path)
 
-    # counted once, when first asked (the step's file list and the diff's file header both show them): a file's
-    # hunks are complete by then, and nothing changes them after parse_diff
+    # counted once, when first asked (the step's file list and the diff's file header both show
+    # them): a file's hunks are complete by then, and nothing changes them after parse_diff
     @cached_property
     def added(self) -> int:
         return sum(line.kind == "+" for hunk in self.hunks for line in hunk.lines)
@@ -62,11 +64,24 @@ class FileDiff:
         return sum(line.kind == "-" for hunk in self.hunks for line in hunk.lines)
 
 
-DATA_SUFFIXES = {".txt", ".csv", ".tsv", ".json", ".jsonl", ".npy", ".npz", ".bin", ".pt", ".parquet", ".lock"}
+DATA_SUFFIXES = {
+    ".txt",
+    ".csv",
+    ".tsv",
+    ".json",
+    ".jsonl",
+    ".npy",
+    ".npz",
+    ".bin",
+    ".pt",
+    ".parquet",
+    ".lock",
+}
 
 
 def is_data(file: FileDiff) -> bool:
-    """A data file (text, tables, tensors, anything binary) rather than code: shown after the code a step changes."""
+    """A data file (text, tables, tensors, anything binary) rather than code: shown after the code a
+    step changes."""
     name = file.path.rsplit("/", 1)[-1]
     return file.binary or ("." in name and "." + name.rsplit(".", 1)[-1].lower() in DATA_SUFFIXES)
 
@@ -90,7 +105,7 @@ def shown(path: str | None) -> str:
 
 
 def unquote(raw: bytes) -> str:
-    """A path as git prints it: plain, or in double quotes with C escapes when it has unusual bytes."""
+    """A path as git prints it: plain, or in double quotes with C escapes for unusual bytes."""
     if not (raw.startswith(b'"') and raw.endswith(b'"') and len(raw) >= 2):
         return decode_path(raw)
     out, body, i = bytearray(), raw[1:-1], 0
@@ -122,8 +137,8 @@ def _strip_prefix(path: str) -> str:
 
 
 def _header_paths(rest: bytes) -> tuple[str, str]:
-    """Both paths of a `diff --git a/X b/X` line. Only used when the paths are equal (no rename), so when
-    unquoted the split falls in the middle."""
+    """Both paths of a `diff --git a/X b/X` line. Only used when the paths are equal (no rename), so
+    when unquoted the split falls in the middle."""
     if rest.startswith(b'"'):
         end = rest.index(b'" ', 1) + 1
         return _strip_prefix(unquote(rest[:end])), _strip_prefix(unquote(rest[end + 1 :]))
@@ -150,9 +165,14 @@ def parse_diff(data: bytes) -> list[FileDiff]:
                 old_no, old_left = old_no + 1, old_left - 1
             elif first == b"\\":
                 lines.append(Line("\\", None, None, raw[2:].decode("utf-8", "replace")))
-            elif first == b" " or not raw:  # context; an empty line inside a hunk is an empty context line
+            elif first == b" " or not raw:  # context (an empty line in a hunk is one too)
                 lines.append(Line(" ", old_no, new_no, raw[1:].decode("utf-8", "replace")))
-                old_no, old_left, new_no, new_left = old_no + 1, old_left - 1, new_no + 1, new_left - 1
+                old_no, old_left, new_no, new_left = (
+                    old_no + 1,
+                    old_left - 1,
+                    new_no + 1,
+                    new_left - 1,
+                )
             else:  # not a diff line (git writes none): kept as it is, on neither side
                 lines.append(Line(decode(first), None, None, raw[1:].decode("utf-8", "replace")))
             continue
@@ -190,8 +210,8 @@ def parse_diff(data: bytes) -> list[FileDiff]:
 
 
 def side_by_side(hunk: Hunk) -> list[tuple[Line | None, Line | None]]:
-    """Rows of (old, new): context on both sides, each run of removed lines beside the added lines that
-    replace it."""
+    """Rows of (old, new): context on both sides, each run of removed lines beside the added lines
+    that replace it."""
     rows: list[tuple[Line | None, Line | None]] = []
     removed: list[Line] = []
     added: list[Line] = []

@@ -30,9 +30,10 @@ def language(path: str) -> str:
 
 
 class Code:
-    """Syntax colours for a column of source lines, worked out as they come into view, CHUNK lines at a time: a
-    2,000-line diff costs a screenful, not 2,000 lines, to show. A chunk starts at the first line asked for (the
-    pane's top row) and runs down to the next coloured line; scrolling up, it ends at the coloured line below."""
+    """Syntax colours for a column of source lines, worked out as they come into view, CHUNK lines
+    at a time: a 2,000-line diff costs a screenful, not 2,000 lines, to show. A chunk starts at the
+    first line asked for (the pane's top row) and runs down to the next coloured line; scrolling up,
+    it ends at the coloured line below."""
 
     CHUNK = 50
 
@@ -65,11 +66,11 @@ class Code:
 
 
 class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
-    """The rows of a Layout (a step's diff, unified or side by side, or one whole file), drawn a line at a time
-    with the line API, so only the rows on screen cost anything."""
+    """The rows of a Layout (a step's diff, unified or side by side, or one whole file), drawn a
+    line at a time with the line API, so only the rows on screen cost anything."""
 
-    # no left/right: those keys turn the page (step) everywhere in the app; shift+left/right (the app's table)
-    # scroll the diff sideways
+    # no left/right: those keys turn the page (step) everywhere in the app; shift+left/right (the
+    # app's table) scroll the diff sideways
     BINDINGS = [
         Binding("up", "scroll_up", "Up", show=False),
         Binding("down", "scroll_down", "Down", show=False),
@@ -96,22 +97,24 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         self._digits = 1
         self._query: re.Pattern | None = None
         self._current: int | None = None  # the row of the current search match
-        self._codes: dict[int, tuple] = {}  # id(FileDiff) -> (the FileDiff, kept alive for its id; its Code columns)
-        # drawn rows, by (row, scroll_x, width): a pane that is resized (the prompt opening) or scrolled back draws
-        # them again without colouring anything
+        # id(FileDiff) -> (the FileDiff, kept alive for its id; its Code columns)
+        self._codes: dict[int, tuple] = {}
+        # drawn rows, by (row, scroll_x, width): a pane that is resized (the prompt opening) or
+        # scrolled back draws them again without colouring anything
         self._strips: dict[tuple[int, int, int], Strip] = {}
-        self._drawn_colours: tuple[VisualStyle, ...] | None = None  # the styles the kept rows were drawn with
+        # the styles the kept rows were drawn with
+        self._drawn_colours: tuple[VisualStyle, ...] | None = None
         self._styles: dict[tuple, VisualStyle] = {}  # see _style
 
     @property
     def rows(self) -> list[Row]:
         return self._layout.rows
 
-    # The pane looks the same with focus or without: no style rule picks it by :focus (a test holds the stylesheet
-    # to that). Textual restyles a widget and its scrollbars (watch_has_focus), and draws it all again (Widget's
-    # own Focus and Blur handlers), whenever focus comes or goes; here that would be twice for each use of the `:`
-    # or `/` prompt. These handlers do what Widget's do, without either: prevent_default keeps Widget's from
-    # running after them.
+    # The pane looks the same with focus or without: no style rule picks it by :focus (a test holds
+    # the stylesheet to that). Textual restyles a widget and its scrollbars (watch_has_focus), and
+    # draws it all again (Widget's own Focus and Blur handlers), whenever focus comes or goes; here
+    # that would be twice for each use of the `:` or `/` prompt. These handlers do what Widget's do,
+    # without either: prevent_default keeps Widget's from running after them.
 
     def watch_has_focus(self, has_focus: bool) -> None:
         pass
@@ -135,11 +138,17 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         self._digits = len(str(layout.last_number))
         self._current = None
         gutter = self._gutter_width()
-        if layout.split:  # each side scrolls under its own numbers: room for the longest line of either side
-            longest = max((len(c.line.text) for r in layout.rows for c in (r.left, r.right) if c), default=0)
+        # each side scrolls under its own numbers: room for the longest line of either side
+        if layout.split:
+            longest = max(
+                (len(c.line.text) for r in layout.rows for c in (r.left, r.right) if c), default=0
+            )
             width = 2 * (self._digits + 1 + longest + 1)
         else:
-            width = max((gutter + len(r.left.line.text) if r.left else len(r.text) for r in layout.rows), default=0)
+            width = max(
+                (gutter + len(r.left.line.text) if r.left else len(r.text) for r in layout.rows),
+                default=0,
+            )
         self.virtual_size = Size(width + 1, len(layout.rows))
         self.scroll_to(0, 0, animate=False)
         self.refresh()
@@ -158,7 +167,10 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
     def _code(self, file: FileDiff) -> dict[str, Code]:
         """The file's columns, kept so a step seen again is not coloured again."""
         if id(file) not in self._codes:
-            self._codes[id(file)] = (file, {side: Code(text, file.path) for side, text in columns(file).items()})
+            self._codes[id(file)] = (
+                file,
+                {side: Code(text, file.path) for side, text in columns(file).items()},
+            )
         return self._codes[id(file)][1]
 
     def _content(self, cell: Cell) -> Content:
@@ -174,13 +186,19 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         self.scroll_to(0, row, animate=False)
 
     def line_in_view(self, path: str | None) -> int | None:
-        """The number of the line of `path` at the top of the pane (a whole file's: the top row's), for `e`."""
+        """For `e`: the number of the first line of `path` from the top of the pane down (in a
+        whole file: the top row's), or None."""
         top = int(self.scroll_offset.y)
         if self._layout.path:  # a whole file: under its name (row 0), row N is line N
             return max(1, top)
         for row in self.rows[top:]:
             for cell in (row.left, row.right):
-                if cell is not None and cell.file is not None and cell.file.path == path and cell.line.new is not None:
+                if (
+                    cell is not None
+                    and cell.file is not None
+                    and cell.file.path == path
+                    and cell.line.new is not None
+                ):
                     return cell.line.new
         return None
 
@@ -206,16 +224,17 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
         )
 
     def notify_style_update(self) -> None:
-        """A new theme means new colours, and the drawn rows go. A class set on the screen (zoom, side by side, a
-        step without narration) restyles the pane too, mostly with the same colours: then the rows are kept."""
+        """A new theme means new colours, and the drawn rows go. A class set on the screen (zoom,
+        side by side, a step without narration) restyles the pane too, mostly with the same colours:
+        then the rows are kept."""
         super().notify_style_update()
         self._styles.clear()
         if self._strips and self._colours() != self._drawn_colours:
             self._strips.clear()
 
     def _style(self, *classes: str, partial: bool = False) -> VisualStyle:
-        """get_visual_style, remembered until the styles change: a row asks for three or four, and Textual's own
-        cache works out the widget's pseudo-classes on every call."""
+        """get_visual_style, remembered until the styles change: a row asks for three or four, and
+        Textual's own cache works out the widget's pseudo-classes on every call."""
         key = (classes, partial)
         style = self._styles.get(key)
         if style is None:
@@ -248,15 +267,19 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
             half = (width - 1) // 2
             left = self._cell_strip(row.left, half, current, "old", scroll_x)
             right = self._cell_strip(row.right, width - half - 1, current, "new", scroll_x)
-            return Strip.join([left, Strip([Segment("│", self._style("diff--gutter").rich_style)]), right])
+            return Strip.join(
+                [left, Strip([Segment("│", self._style("diff--gutter").rich_style)]), right]
+            )
         return self._cell_strip(row.left, width, current, "both", scroll_x)
 
     def _line_style(self, line: Line | None) -> VisualStyle:
         kind = {"+": "diff--added", "-": "diff--removed"}.get(line.kind if line else "")
         return self._style(kind) if kind else self._style()
 
-    def _cell_strip(self, cell: Cell | None, width: int, current: bool, side: str, scroll_x: int) -> Strip:
-        """One side's line in `width` cells: its numbers where they are, its text from column scroll_x."""
+    def _cell_strip(
+        self, cell: Cell | None, width: int, current: bool, side: str, scroll_x: int
+    ) -> Strip:
+        """One side's line in `width` cells: its numbers in place, its text from scroll_x on."""
         style = self._line_style(cell.line if cell else None)
         if cell is None:
             return Strip.blank(width, self._style("diff--note").rich_style)
@@ -268,15 +291,22 @@ class DiffView(ScrollView, can_focus=True, inherit_bindings=False):
             number = line.old if side == "old" else line.new
             numbers = f"{number or '':>{d}} "
         # the gutter takes the row's tint, unless it marks the current search match
-        gutter_style = self._style("diff--current") if current else self._style("diff--gutter", partial=True)
+        gutter_style = (
+            self._style("diff--current") if current else self._style("diff--gutter", partial=True)
+        )
         content = self._content(cell)
         if self._query is not None:
             match_style = self._style("diff--match")
             for match in self._query.finditer(content.plain):
                 content = content.stylize(match_style, match.start(), match.end())
         gutter = Strip([Segment(numbers, (style + gutter_style).rich_style)]).crop(0, width)
-        # the app's style parser resolves the colours' $variables (the theme's), as Textual's own widgets do
+        # the app's parser resolves the $variables (the theme's) in the colours' styles
         parse = self.app.stylesheet.parse_style
-        body = Strip([Segment(text, s.rich_style) for text, s in content.render(style, end="", parse_style=parse)])
+        body = Strip(
+            [
+                Segment(text, s.rich_style)
+                for text, s in content.render(style, end="", parse_style=parse)
+            ]
+        )
         room = max(0, width - len(numbers))
         return Strip.join([gutter, body.crop_extend(scroll_x, scroll_x + room, style.rich_style)])

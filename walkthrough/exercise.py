@@ -1,8 +1,10 @@
-"""Rebuild a step yourself: `walkthrough exercise N` makes a worktree of history/ at step N-1, next to history/,
-for the learner to write step N in; `--check` runs step N's behavioural check (walkthrough.checks) against it.
+"""Rebuild a step yourself: `walkthrough exercise N` makes a worktree of history/ at step N-1, next
+to history/, for the learner to write step N in; `--check` runs step N's behavioural check
+(walkthrough.checks) against it.
 
-The folder is a git worktree, so `git diff` there shows the learner's own change. If history/ is rebuilt (steps/
-changed), the link breaks but the files stay: checking, comparing, resetting and removing still work.
+The folder is a git worktree, so `git diff` there shows the learner's own change. If history/ is
+rebuilt (steps/ changed), the link breaks but the files stay: checking, comparing, resetting and
+removing still work.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ class Exercise:
     def of(cls, series: Series, number: int) -> Exercise:
         numbers = [step.number for step in series.steps]
         if number not in numbers:
-            raise WalkthroughError(f"no step {number}: the series has steps {numbers[0]}-{numbers[-1]}")
+            raise WalkthroughError(
+                f"no step {number}: the series has steps {numbers[0]}-{numbers[-1]}"
+            )
         return cls(series, numbers.index(number))
 
     @property
@@ -60,7 +64,8 @@ class Exercise:
             part1 = [s.number for s in self.series.steps if s.slug in CHECKS]
             span = f"steps {part1[0]}-{part1[-1]}" if part1 else "no step of this series"
             raise WalkthroughError(
-                f"step {self.step.number} ({self.step.title}) has no exercise check: the checks cover {span}"
+                f"step {self.step.number} ({self.step.title}) has no exercise check: "
+                f"the checks cover {span}"
             )
 
     def require_folder(self) -> None:
@@ -73,31 +78,47 @@ class Exercise:
     # ---- the folder
 
     def create(self) -> bool:
-        """Make the worktree at the step before; False when it exists already (the learner's work is kept)."""
+        """Make the worktree at the step before; False when it exists already (its work is kept)."""
         self.require_check()
-        if self.folder.exists() and not (self.folder / ".git").exists():  # a file, or a folder of something else
+        # a file, or a folder of something else
+        if self.folder.exists() and not (self.folder / ".git").exists():
             raise WalkthroughError(
-                f"{self.folder} is in the way and is not an exercise tree: move it elsewhere, then run this again"
+                f"{self.folder} is in the way and is not an exercise tree: "
+                "move it elsewhere, then run this again"
             )
         if self.folder.exists():
             return False
         git = self.series.repo.git
         run_git(git, "worktree", "prune", what="could not tidy git's list of worktrees")
-        run_git(git, "worktree", "add", "--detach", str(self.folder), self.base, what="could not make the tree")
+        run_git(
+            git,
+            "worktree",
+            "add",
+            "--detach",
+            str(self.folder),
+            self.base,
+            what="could not make the tree",
+        )
         return True
 
     def set_aside(self) -> Path:
-        """Move the learner's tree out of the way, whole, and say where: nothing of theirs is deleted (they delete
-        the folder once they no longer need it, or rename it back)."""
+        """Move the learner's tree out of the way, whole, and say where: nothing of theirs is
+        deleted (they delete the folder once they no longer need it, or rename it back)."""
         self.require_folder()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         kept = next(
             path
             for n in itertools.count()
-            if not (path := self.folder.with_name(f"{self.folder.name}.kept-{stamp}{f'-{n}' if n else ''}")).exists()
+            if not (
+                path := self.folder.with_name(
+                    f"{self.folder.name}.kept-{stamp}{f'-{n}' if n else ''}"
+                )
+            ).exists()
         )
         self.folder.rename(kept)
-        run_git(self.series.repo.git, "worktree", "prune", what="could not tidy git's list of worktrees")
+        run_git(
+            self.series.repo.git, "worktree", "prune", what="could not tidy git's list of worktrees"
+        )
         return kept
 
     def reset(self) -> Path:
@@ -113,7 +134,8 @@ class Exercise:
         calls = "\n".join(f"  - {name}" for name in check.calls)
         return (
             f"Exercise: step {step.number}, {step.title}\n"
-            f"Your tree: {self.folder} (step {step.number - 1}'s files: write step {step.number} there)\n\n"
+            f"Your tree: {self.folder} "
+            f"(step {step.number - 1}'s files: write step {step.number} there)\n\n"
             f"{step.narration.strip()}\n\n"
             f"The check calls these names, so build them:\n{calls}\n"
             f"What passing proves: {' '.join(check.proves.split())}\n\n"
@@ -128,9 +150,10 @@ class Exercise:
         return run_checks(self.folder, [self.step.slug])[0]
 
     def compare(self) -> Series:
-        """A three-step series for the reader: the series' step, the learner's tree as a commit on the same parent,
-        and the learner's tree against the series' step itself: what is still different (written to history's object
-        store only; the learner's folder, index and HEAD are left alone)."""
+        """A three-step series for the reader: the series' step, the learner's tree as a commit on
+        the same parent, and the learner's tree against the series' step itself: what is still
+        different (written to history's object store only; the learner's folder, index and HEAD are
+        left alone)."""
         self.require_folder()
         git = self.series.repo.git
         with tempfile.TemporaryDirectory() as scratch:
@@ -141,16 +164,37 @@ class Exercise:
                 "GIT_DIR": str(Path(self.series.repo.git_dir).resolve()),
                 **_AUTHOR,
             }
-            run_git(git, "add", "-A", "--", ".", *NOT_THE_ANSWER, env=env, what="could not read your tree")
+            run_git(
+                git,
+                "add",
+                "-A",
+                "--",
+                ".",
+                *NOT_THE_ANSWER,
+                env=env,
+                what="could not read your tree",
+            )
             tree = run_git(git, "write-tree", env=env).decode().strip()
             n, name = self.step.number, self.folder.name
             steps = [self.step]
             for parent, title, against in (
-                (self.base, f"Your step {n}: {self.step.title}", f"step {n - 1}, where you started"),
-                (self.step.commit.sha, f"Your step {n}, against the series' step {n}", f"the series' step {n}"),
+                (
+                    self.base,
+                    f"Your step {n}: {self.step.title}",
+                    f"step {n - 1}, where you started",
+                ),
+                (
+                    self.step.commit.sha,
+                    f"Your step {n}, against the series' step {n}",
+                    f"the series' step {n}",
+                ),
             ):
                 message = f"{title}\n\nThe files of {name}, against {against}.\n"
-                sha = run_git(git, "commit-tree", tree, "-p", parent, "-m", message, env=env).decode().strip()
+                sha = (
+                    run_git(git, "commit-tree", tree, "-p", parent, "-m", message, env=env)
+                    .decode()
+                    .strip()
+                )
                 steps.append(Step(n, Commit(sha, tree, (parent,), message), "yours", sha))
         return Series(self.series.repo, f"exercise {n}", steps)
 

@@ -15,6 +15,10 @@ class FileList(OptionList):
 
     def show_files(self, files: list[FileDiff]) -> None:
         self.set_options(
-            Option(Content.assemble(f"{STATUS_MARK[f.status]} {f.label} ", (f"+{f.added} −{f.removed}", "dim")))
+            Option(
+                Content.assemble(
+                    f"{STATUS_MARK[f.status]} {f.label} ", (f"+{f.added} −{f.removed}", "dim")
+                )
+            )
             for f in files
         )

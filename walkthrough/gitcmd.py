@@ -1,5 +1,5 @@
-"""The one place that runs git: an argument list through gitpython's command wrapper, bytes out, and a failure
-turned into a one-line WalkthroughError."""
+"""The one place that runs git: an argument list through gitpython's command wrapper, bytes out, and
+a failure turned into a one-line WalkthroughError."""
 
 from __future__ import annotations
 
@@ -11,15 +11,20 @@ from git.exc import GitCommandNotFound
 
 from .errors import WalkthroughError
 
-# Building and exporting must give the same bytes on every machine, so they ignore the user's and the system's
-# git config (diff.noprefix, format.signature, commit.gpgsign, core.autocrlf all change the output).
+# Building and exporting must give the same bytes on every machine, so they ignore the user's and
+# the system's git config (diff.noprefix, format.signature, commit.gpgsign, core.autocrlf all change
+# the output).
 ISOLATED = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def run_git(
-    git: Git, *args: str, env: dict[str, str] | None = None, stdin: BinaryIO | None = None, what: str = ""
+    git: Git,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: BinaryIO | None = None,
+    what: str = "",
 ) -> bytes:
-    """Run `git ARGS` where `git` was opened (a repository or a folder). `what` prefixes the error message."""
+    """Run `git ARGS` where `git` was opened (a repository or a folder); `what` prefixes errors."""
     try:
         status, out, err = git.execute(
             ["git", *args],

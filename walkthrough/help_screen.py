@@ -26,9 +26,10 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         rows = key_rows(self.app, self.bindings)
-        width = max(cell_len(keys) for keys, _ in rows)  # cells, not characters: an arrow can take two
-        # each description wraps under itself, inside the box's 90% of the screen (its border, padding and scrollbar);
-        # indents are no-break spaces, which a line's wrapping keeps
+        # cells, not characters: an arrow can take two
+        width = max(cell_len(keys) for keys, _ in rows)
+        # each description wraps under itself, inside the box's 90% of the screen (its border,
+        # padding and scrollbar); indents are no-break spaces, which a line's wrapping keeps
         room = max(20, int(0.9 * self.app.size.width) - 8 - width - 2)
         lines = []
         for keys, text in rows:
@@ -41,7 +42,9 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help"):
             yield Static("Keys", id="help-title")
             yield Static(Content("\n").join(lines), id="help-keys")
-            yield Static("esc, q or ? closes this" + (" · ↑ ↓ scroll" if scrolls else ""), id="help-hint")
+            yield Static(
+                "esc, q or ? closes this" + (" · ↑ ↓ scroll" if scrolls else ""), id="help-hint"
+            )
 
 
 def key_rows(app: App, bindings: list[Binding]) -> list[tuple[str, str]]:

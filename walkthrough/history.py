@@ -1,8 +1,8 @@
 """Read any git repository's history as steps: one commit is one step, its message the narration.
 
-`load_series(path, range)` takes the first-parent history of a range (default: all of HEAD), so a merge is one
-step whose diff is against the branch it was merged into. Bare repositories work: nothing here needs a working
-tree.
+`load_series(path, range)` takes the first-parent history of a range (default: all of HEAD), so a
+merge is one step whose diff is against the branch it was merged into. Bare repositories work:
+nothing here needs a working tree.
 """
 
 from __future__ import annotations
@@ -20,16 +20,20 @@ from .errors import WalkthroughError
 from .gitcmd import run_git
 
 SUBJECT = re.compile(r"^Step (\d+): (.*)$")
-PLAIN_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*")  # a name the shell and git's option parser leave alone
-# names git resolves before (or instead of) a tag: HEAD-like files in .git, refs/X, heads/X..., full commit ids
+# a name the shell and git's option parser leave alone
+PLAIN_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*")
+# names git resolves before (or instead of) a tag: HEAD-like files in .git, refs/X, heads/X...,
+# full commit ids
 NOT_A_TAG = re.compile(r"[A-Z_]*HEAD|(refs|tags|heads|remotes)/.*|[0-9a-f]{40}|[0-9a-f]{64}")
-# the last line of a series step's message: the name its exercise check is keyed by, which renumbering leaves alone
+# the last line of a series step's message: the name its exercise check is keyed by, which
+# renumbering leaves alone
 STEP_ID = re.compile(r"\n*^Step-Id: ([a-z0-9-]+)\s*\Z", re.M)
-STEP_TAG = re.compile(r"step-(\d+)")  # what `walkthrough build` tags each step: step-00 (the empty start), step-01...
+# what `walkthrough build` tags each step: step-00 (the empty start), step-01...
+STEP_TAG = re.compile(r"step-(\d+)")
 
 
 def parse_subject(subject: str) -> tuple[int | None, str]:
-    """'Step 07: Flash attention' -> (7, 'Flash attention'); any other subject -> (None, subject)."""
+    """'Step 07: Flash attention' -> (7, 'Flash attention'); another subject -> (None, subject)."""
     if match := SUBJECT.match(subject):
         return int(match.group(1)), match.group(2)
     return None, subject
@@ -71,7 +75,9 @@ def read_commits(repo: Repo, rev_range: str) -> list[Commit]:
         if not record:
             continue
         sha, tree, parents, message = record.split(b"\x01", 3)
-        commits.append(Commit(sha.decode(), tree.decode(), tuple(parents.decode().split()), decode(message)))
+        commits.append(
+            Commit(sha.decode(), tree.decode(), tuple(parents.decode().split()), decode(message))
+        )
     return commits
 
 
@@ -81,8 +87,8 @@ def open_repo(path: Path | str) -> Repo:
     except (InvalidGitRepositoryError, NoSuchPathError):
         raise WalkthroughError(f"not a git repository: {path}") from None
     if _is_git_dir(Path(path)):
-        # a bare repository: say so to git. Without a config file gitpython takes it for a work tree's .git and
-        # runs git in the parent folder, which is no repository (or, worse, another one)
+        # a bare repository: say so to git. Without a config file gitpython takes it for a work
+        # tree's .git and runs git in the parent folder: no repository, or worse, another one
         repo.git.update_environment(GIT_DIR=str(Path(path).resolve()))
     return repo
 
@@ -93,13 +99,20 @@ def _is_git_dir(path: Path) -> bool:
 
 def read_blob(repo: Repo, rev: str, path: str) -> bytes | None:
     """The bytes of `path` in the tree of `rev`, or None when it has no such file."""
-    entries = [entry.split(b"\t", 1) for entry in run_git(repo.git, "ls-tree", "-z", rev, "--", path).split(b"\0")]
+    entries = [
+        entry.split(b"\t", 1)
+        for entry in run_git(repo.git, "ls-tree", "-z", rev, "--", path).split(b"\0")
+    ]
     kind = next((info.split()[1] for info, *name in entries if name == [encode_path(path)]), None)
     if kind is None:
         return None
     if kind != b"blob":  # a submodule: a commit of another repository, which this one does not hold
-        raise WalkthroughError(f"{shown(path)} is a submodule at this step, not a file: there is nothing to open")
-    return run_git(repo.git, "cat-file", "blob", f"{rev}:{path}", what=f"could not read {shown(path)}")
+        raise WalkthroughError(
+            f"{shown(path)} is a submodule at this step, not a file: there is nothing to open"
+        )
+    return run_git(
+        repo.git, "cat-file", "blob", f"{rev}:{path}", what=f"could not read {shown(path)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -111,9 +124,9 @@ class Step:
 
     @property
     def checkout(self) -> str:
-        """A command a POSIX shell runs as one `git checkout` of this step, whatever its tag is called: rev is quoted
-        and never starts with '-'. --detach unless rev is the plain tag name: without it, checkout takes a branch
-        of the same name as rev over rev itself."""
+        """A command a POSIX shell runs as one `git checkout` of this step, whatever its tag is
+        called: rev is quoted and never starts with '-'. --detach unless rev is the plain tag name:
+        without it, checkout takes a branch of the same name as rev over rev itself."""
         return f"git checkout {'' if self.rev == self.ref else '--detach '}{shlex.quote(self.rev)}"
 
     @property
@@ -145,10 +158,12 @@ class Series:
         self.rev_range = rev_range
         self.steps = steps
         self._files: dict[int, list[FileDiff]] = {}
-        self.errors: dict[int, str] = {}  # steps git could not read (a missing object in a damaged clone), and why
+        # steps git could not read (a missing object in a damaged clone), and why
+        self.errors: dict[int, str] = {}
 
     def index_of(self, number: int) -> int | None:
-        """The index of the step numbered `number` (numbers run one by one from the first step's), or None."""
+        """The index of the step numbered `number` (numbers run one by one from the first step's),
+        or None."""
         index = number - self.steps[0].number
         return index if 0 <= index < len(self.steps) else None
 
@@ -158,7 +173,7 @@ class Series:
         return f"{Path(self.repo.git_dir).resolve()} {self.rev_range}"
 
     def files(self, index: int) -> list[FileDiff]:
-        """The files step `index` changes, against its first parent (or nothing, for a root commit)."""
+        """The files step `index` changes, against its first parent (none for a root commit)."""
         if index not in self._files:
             commit = self.steps[index].commit
             base = [commit.parents[0], commit.sha] if commit.parents else ["--root", commit.sha]
@@ -179,18 +194,20 @@ class Series:
             except WalkthroughError as error:
                 self.errors[index] = str(error)
                 raise
-            # code first: a step that adds 40,000 lines of text and changes a script opens on the script
+            # code first: a step that adds 40,000 lines of text and changes a script opens on it
             self._files[index] = sorted(parse_diff(out), key=is_data)
         return self._files[index]
 
     def git(self) -> str:
-        """`git -C <this repository>`: how a git command the reader suggests starts, to work from any folder."""
+        """`git -C <this repository>`: how a git command the reader suggests starts, to work from
+        any folder."""
         bare = self.repo.bare or "GIT_DIR" in self.repo.git.environment()  # see open_repo
         where = Path(self.repo.git_dir if bare else self.repo.working_tree_dir).resolve()
         return f"git -C {shlex.quote(str(where))}"
 
     def checkout(self, index: int) -> str:
-        """The step's `git checkout` line, run on this repository from any folder: `git -C <repo> checkout ...`."""
+        """The step's `git checkout` line, run on this repository from any folder:
+        `git -C <repo> checkout ...`."""
         return f"{self.git()} {self.steps[index].checkout.removeprefix('git ')}"
 
     def file_at(self, index: int, path: str) -> bytes | None:
@@ -198,8 +215,8 @@ class Series:
         return read_blob(self.repo, self.steps[index].commit.sha, path)
 
     def search(self, query: str) -> list[Match]:
-        """Case-insensitive matches in every step: one for the title or narration, one per diff line. A step git
-        cannot read is searched by its message only (`errors` says why)."""
+        """Case-insensitive matches in every step: one for the title or narration, one per diff
+        line. A step git cannot read is searched by its message only (`errors` says why)."""
         needle = query.casefold()
         matches = []
         for index, step in enumerate(self.steps):
@@ -212,15 +229,21 @@ class Series:
             for f, file in enumerate(files):
                 for h, hunk in enumerate(file.hunks):
                     matches.extend(
-                        Match(index, f, h, n) for n, line in enumerate(hunk.lines) if needle in line.text.casefold()
+                        Match(index, f, h, n)
+                        for n, line in enumerate(hunk.lines)
+                        if needle in line.text.casefold()
                     )
         return matches
 
 
 def _tags(repo: Repo) -> dict[str, tuple[str, str]]:
-    """commit id -> (the tag to name it by, preferring a step-NN tag; the rev that checks it out exactly)."""
+    """commit id -> (its tag to show, a step-NN tag first; the rev that checks it out exactly)."""
     out = run_git(
-        repo.git, "for-each-ref", "--format=%(objectname) %(*objectname) %(refname)", "refs/tags", "refs/heads"
+        repo.git,
+        "for-each-ref",
+        "--format=%(objectname) %(*objectname) %(refname)",
+        "refs/tags",
+        "refs/heads",
     )
     tags: dict[str, str] = {}
     branches = set()
@@ -229,16 +252,19 @@ def _tags(repo: Repo) -> dict[str, tuple[str, str]]:
         if ref.startswith(b"refs/heads/"):
             branches.add(ref.removeprefix(b"refs/heads/"))
             continue
-        commit = (peeled or sha).decode()  # an annotated tag points at a tag object; %(*objectname) is its commit
+        # an annotated tag points at a tag object; %(*objectname) is its commit
+        commit = (peeled or sha).decode()
         name = ref.removeprefix(b"refs/tags/")
-        if commit not in tags or (name.startswith(b"step-") and not tags[commit].startswith(b"step-")):
+        if commit not in tags or (
+            name.startswith(b"step-") and not tags[commit].startswith(b"step-")
+        ):
             tags[commit] = name
     return {commit: (decode(name), _rev(name, commit, branches)) for commit, name in tags.items()}
 
 
 def _rev(tag: bytes, commit: str, branches: set[bytes]) -> str:
-    """The tag's own name where git can only read it as that tag and the shell needs no quotes (step-07);
-    refs/tags/NAME for other names; the commit id where the name is not even UTF-8."""
+    """The tag's own name where git can only read it as that tag and the shell needs no quotes
+    (step-07); refs/tags/NAME for other names; the commit id where the name is not even UTF-8."""
     try:
         name = tag.decode()
     except UnicodeDecodeError:
@@ -256,12 +282,15 @@ def load_series(path: Path | str, rev_range: str = "HEAD") -> Series:
     tags = _tags(repo)
     names = [tags.get(commit.sha, (commit.sha[:12], commit.sha)) for commit in commits]
     numbers = step_numbers([ref for ref, _ in names])
-    return Series(repo, rev_range, [Step(n, c, *name) for n, c, name in zip(numbers, commits, names)])
+    return Series(
+        repo, rev_range, [Step(n, c, *name) for n, c, name in zip(numbers, commits, names)]
+    )
 
 
 def step_numbers(refs: list[str]) -> list[int]:
-    """The steps' numbers: their step-NN tags' where those number every step one by one (a history that `walkthrough
-    build` made, read whole: step-03 is step 3, after step-00), else positions counted from 1."""
+    """The steps' numbers: their step-NN tags' where those number every step one by one (a history
+    that `walkthrough build` made, read whole: step-03 is step 3, after step-00), else positions
+    counted from 1."""
     tagged = [STEP_TAG.fullmatch(ref) for ref in refs]
     if all(tagged):
         numbers = [int(m[1]) for m in tagged]
@@ -270,12 +299,14 @@ def step_numbers(refs: list[str]) -> list[int]:
     return list(range(1, len(refs) + 1))
 
 
-PART = re.compile(r"^(Part (?:0|[IVXLC]+)) · ")  # "Part II · Exact resume": a step of the series' second part
+# "Part II · Exact resume": a step of the series' second part
+PART = re.compile(r"^(Part (?:0|[IVXLC]+)) · ")
 
 
 def parts_of(titles: list[str]) -> list[str | None]:
-    """Each title's part ("Part II · Exact resume": "Part II"), None for a step that continues the part above it.
-    The lecture's steps carry no mark: in a series with a Part II they are Part I, before it and after Part 0."""
+    """Each title's part ("Part II · Exact resume": "Part II"), None for a step that continues the
+    part above it. The lecture's steps carry no mark: in a series with a Part II they are Part I,
+    before it and after Part 0."""
     parts = [part.group(1) if (part := PART.match(title)) else None for title in titles]
     if "Part II" in parts:
         first = parts.index(next(part for part in parts if part))

@@ -65,7 +65,9 @@ KEYS = (
     ),
     Key("escape", "stop", "Stop", "stop the run, or back to the diff", "stop", show=False),
     Key("z", "zoom", "Zoom", "the diff (or run) at full width, and back", "zoom"),
-    Key("shift+left", "scroll_diff(-8)", "Scroll", "scroll the diff left", "scroll_left", show=False),
+    Key(
+        "shift+left", "scroll_diff(-8)", "Scroll", "scroll the diff left", "scroll_left", show=False
+    ),
     Key("shift+right", "scroll_diff(8)", "", "scroll the diff right", "scroll_right", show=False),
     Key(
         "c",

@@ -20,8 +20,8 @@ class KeysFooter(Footer):
     _pending = False  # a remake is on its way
 
     async def recompose(self) -> None:
-        """Footer asks for this after every change of the screen's bindings (each move of focus): the
-        keys are made again only when those shown change."""
+        """Footer asks for this after every change of the screen's bindings (each move of focus):
+        the keys are made again only when those shown change."""
         await self._remake()
 
     def on_resize(self) -> None:

@@ -1,17 +1,20 @@
-"""A step's narration as data: its Try-it command, its offline stand-ins, and the output it promises.
+"""A step's narration as data: its Try-it command, its offline stand-ins, the output it promises.
 
-Every narration has one **Try it** block (the command, as a learner types it) and one **What you should see** block
-(that command's output, trimmed). `matches` decides whether a real run's output keeps that promise:
+Every narration has one **Try it** block (the command, as a learner types it) and one **What you
+should see** block (that command's output, trimmed). `matches` decides whether a real run's output
+keeps that promise:
 
-- a line that is just `...` stands for any number of lines; other lines match consecutive output lines, in order;
+- a line that is just `...` stands for any number of lines; other lines match consecutive output
+  lines, in order;
 - a line ending in `...` matches any output line that starts with the text before it;
-- numbers are compared as numbers: times and throughputs (`12.3ms`, `4 s`, `tok/sec 1718`) match any value, other
-  numbers must agree within the block's stated tolerance (`numbers within 2%` in its heading) or else to within
-  two units of their last printed digit and one part in a thousand, whichever is wider.
+- numbers are compared as numbers: times and throughputs (`12.3ms`, `4 s`, `tok/sec 1718`) match any
+  value, other numbers must agree within the block's stated tolerance (`numbers within 2%` in its
+  heading) or else to within two units of their last printed digit and one part in a thousand,
+  whichever is wider.
 
-A command that needs the network or a GPU says how the checks run it offline, on one line after the Try-it block:
-**Stand-in**: `--pretrained gpt2` → `--pretrained stand-ins/tiny-gpt2` (a random GPT-2 saved by transformers); and
-then its output block's heading must say it is stand-in output.
+A command that needs the network or a GPU says how the checks run it offline, on one line after the
+Try-it block: **Stand-in**: `--pretrained gpt2` → `--pretrained stand-ins/tiny-gpt2` (a random GPT-2
+saved by transformers); and then its output block's heading must say it is stand-in output.
 """
 
 import math
@@ -25,9 +28,12 @@ STAND_IN = re.compile(r"^\*\*Stand-in\*\*[^\n]*", re.M)
 SWAP = re.compile(r"`([^`]+)` → `([^`]+)`")
 TOLERANCE = re.compile(r"numbers within ([\d.]+)%")
 EXIT = re.compile(r"exits with status (\d+)")
-SHELL_ONLY = re.compile(r"[|;<>`$]|&(?!&)")  # what an argument list cannot express: pipes, redirects, substitutions
-AND = re.compile(r"&&(?=(?:[^'\"]|'[^']*'|\"(?:[^\"\\]|\\.)*\")*$)")  # && outside quotes: the rest is balanced
-QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")  # inside quotes only $ and ` still mean something to a shell
+# what an argument list cannot express: pipes, redirects, substitutions
+SHELL_ONLY = re.compile(r"[|;<>`$]|&(?!&)")
+# && outside quotes: the rest is balanced
+AND = re.compile(r"&&(?=(?:[^'\"]|'[^']*'|\"(?:[^\"\\]|\\.)*\")*$)")
+# inside quotes only $ and ` still mean something to a shell
+QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
 UNIT_AFTER = re.compile(r"\s?(?:ms|s|sec|min|tok/s|tok/sec|tokens/s)\b")
@@ -65,7 +71,8 @@ class Promise:
         """The Try-it lines with their stand-ins swapped in: what the checks run."""
         lines = self.commands
         for old, new in self.swaps:
-            whole = re.compile(rf"(?<!\S){re.escape(old)}(?!\S)")  # whole words: `gpt2` is not in `train_gpt2.py`
+            # whole words: `gpt2` is not in `train_gpt2.py`
+            whole = re.compile(rf"(?<!\S){re.escape(old)}(?!\S)")
             if not any(whole.search(line) for line in lines):
                 raise NarrationError(f"stand-in {old!r} is not a word of the Try-it")
             lines = [whole.sub(new.replace("\\", "\\\\"), line) for line in lines]
@@ -73,13 +80,18 @@ class Promise:
 
 
 def try_it(narration: str) -> list[str]:
-    """The Try-it block's command lines, as written (a line continued with a backslash is one line), or [] when the
-    narration has no Try-it block."""
+    """The Try-it block's command lines, as written (a line continued with a backslash is one line),
+    or [] when the narration has no Try-it block."""
     found = TRY_IT.search(narration)
     if not found:
         return []
-    text = re.sub(r"\s*\\\n\s*", " ", found.group(1))  # a line continued with a backslash is one command
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    # a line continued with a backslash is one command
+    text = re.sub(r"\s*\\\n\s*", " ", found.group(1))
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
 def read(narration: str) -> Promise:
@@ -91,16 +103,23 @@ def read(narration: str) -> Promise:
     swaps = [swap for line in STAND_IN.findall(narration) for swap in SWAP.findall(line)]
     heading = see.group(1).strip()
     if swaps and "stand-in" not in heading.lower():
-        raise NarrationError("the output of a stand-in run must be labelled as stand-in output in its heading")
+        raise NarrationError(
+            "the output of a stand-in run must be labelled as stand-in output in its heading"
+        )
     expected = see.group(2).rstrip("\n").splitlines()
     return Promise(commands, expected, heading, swaps)
 
 
 def split(line: str) -> list[Command]:
-    """One Try-it line as argument lists: `a && b` runs a, then b if a succeeded; `VAR=value cmd` sets VAR."""
-    unquoted = QUOTED.sub(lambda m: "" if m.group()[0] == "'" else re.sub(r"[^$`]", "", m.group()), line)
+    """One Try-it line as argument lists: `a && b` runs a, then b if a succeeded; `VAR=value cmd`
+    sets VAR."""
+    unquoted = QUOTED.sub(
+        lambda m: "" if m.group()[0] == "'" else re.sub(r"[^$`]", "", m.group()), line
+    )
     if SHELL_ONLY.search(unquoted.replace("&&", "")):
-        raise NarrationError(f"not a plain command (pipes, redirects and substitutions need a shell): {line}")
+        raise NarrationError(
+            f"not a plain command (pipes, redirects and substitutions need a shell): {line}"
+        )
     commands = []
     for part in AND.split(line):
         try:
@@ -117,7 +136,7 @@ def split(line: str) -> list[Command]:
     return commands
 
 
-# ------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # comparing an output with the promise
 
 
@@ -163,11 +182,13 @@ def line_matches(expected: str, found: str, tolerance: float | None = None) -> b
         f_texts, f_numbers = _pieces(found)
     if e_texts != f_texts or len(e_numbers) != len(f_numbers):
         return False
-    return all(timing or _close(e, f, tolerance) for (e, timing), (f, _) in zip(e_numbers, f_numbers))
+    return all(
+        timing or _close(e, f, tolerance) for (e, timing), (f, _) in zip(e_numbers, f_numbers)
+    )
 
 
 def mismatch(promise: Promise, output: str) -> str | None:
-    """None when the output keeps the promise; else the first expected line that no output line matched."""
+    """None when the output keeps the promise; else the first expected line that nothing matched."""
     lines = output.splitlines()
     chunks, chunk = [], []
     for line in promise.expected:
@@ -189,15 +210,20 @@ def mismatch(promise: Promise, output: str) -> str | None:
 
 
 def where_it_breaks(chunk: list[str], lines: list[str], at: int, tolerance: float) -> str:
-    """Why the expected lines `chunk` are not found together in lines[at:]: the first of them no output line matches;
-    or, when each is there but not one after the other, the output line where the longest run of them breaks."""
+    """Why the expected lines `chunk` are not found together in lines[at:]: the first of them no
+    output line matches; or, when each is there but not one after the other, the output line where
+    the longest run of them breaks."""
     for expected in chunk:
         if not any(line_matches(expected, line, tolerance) for line in lines[at:]):
             return f"no output line matches {expected!r} (after output line {at})"
     longest, start = 0, at
     for first in range(at, len(lines)):
         n = 0
-        while n < len(chunk) and first + n < len(lines) and line_matches(chunk[n], lines[first + n], tolerance):
+        while (
+            n < len(chunk)
+            and first + n < len(lines)
+            and line_matches(chunk[n], lines[first + n], tolerance)
+        ):
             n += 1
         if n > longest:
             longest, start = n, first

@@ -1,8 +1,10 @@
-"""The patch series: `steps/` (one `git format-patch` file per step) <-> a git repository with a tag per step.
+"""The patch series: `steps/` (a `git format-patch` file per step) <-> a git repository with a tag
+for each step.
 
-`build` applies the patches with a fixed author, committer and dates, so every machine gets the same commit ids;
-`export` writes an edited history back as patches (build -> export is a byte-identical round trip); `check`
-verifies the series. Steps are keyed by their subjects ("Step 07: Flash attention"), never by commit ids.
+`build` applies the patches with a fixed author, committer and dates, so every machine gets the same
+commit ids; `export` writes an edited history back as patches (build -> export is a byte-identical
+round trip); `check` verifies the series. Steps are keyed by their subjects
+("Step 07: Flash attention"), never by commit ids.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ HISTORY_RANGE = "step-00..main"  # the steps of a built history, without the emp
 AUTHOR = ("build-gpt2", "steps@build-gpt2.invalid")
 EPOCH = 1704067200  # 2024-01-01 00:00 UTC; step N is dated N hours later
 ROOT_MESSAGE = "Step 00: An empty repository\n\nEvery step of the series starts here.\n"
-STAMP = "walkthrough-build.json"  # in the history's git dir: which steps/ it was built from, and the tip it made
+# in the history's git dir: which steps/ it was built from, and the tip it made
+STAMP = "walkthrough-build.json"
 FORMAT = 1  # bump when build's output changes, so older histories are rebuilt
 PATCH_OPTIONS = (
     "-k",  # keep the subject as it is: no "[PATCH]"
-    "--zero-commit",  # no commit ids in the files: they would change on every edit upstream of a step
+    # no commit ids in the files: they would change on every edit upstream of a step
+    "--zero-commit",
     "--no-signature",  # the git version would be written in every file
     "--no-stat",
     "--full-index",  # abbreviated ids can grow when a repository gains objects
@@ -55,8 +59,8 @@ class Patch:
 
 
 def clean_message(text: str) -> str:
-    """What `git am` does to a message (git stripspace): no trailing spaces, no runs of blank lines, no blank
-    lines at either end, one final newline."""
+    """What `git am` does to a message (git stripspace): no trailing spaces, no runs of blank lines,
+    no blank lines at either end, one final newline."""
     lines: list[str] = []
     for line in text.splitlines():
         line = line.rstrip()
@@ -68,15 +72,20 @@ def clean_message(text: str) -> str:
 
 
 def patch_files(steps_dir: Path) -> list[Path]:
-    """steps/*.patch in name order (= step order); an error when there are none. A steps_dir that can't be listed
-    (a file, no permission) raises OSError, not "no step patches": glob would hide why."""
+    """steps/*.patch in name order (= step order); an error when there are none. A steps_dir
+    that can't be listed (a file, no permission) raises OSError, not "no step patches": glob
+    would hide why."""
     try:
         # absolute: git applies them from inside another folder
-        paths = sorted(path for path in Path(steps_dir).absolute().iterdir() if path.name.endswith(".patch"))
+        paths = sorted(
+            path for path in Path(steps_dir).absolute().iterdir() if path.name.endswith(".patch")
+        )
     except FileNotFoundError:
         paths = []
     if not paths:
-        raise WalkthroughError(f"{steps_dir}: no step patches (expected files like 0001-Step-01-....patch)")
+        raise WalkthroughError(
+            f"{steps_dir}: no step patches (expected files like 0001-Step-01-....patch)"
+        )
     return paths
 
 
@@ -89,24 +98,46 @@ def read_steps(steps_dir: Path) -> list[Patch]:
         msg, diff = Path(tmp, "msg"), Path(tmp, "diff")
         for path in paths:
             with path.open("rb") as stream:
-                info = run_git(git, "mailinfo", "-k", str(msg), str(diff), env=ISOLATED, stdin=stream, what=path.name)
-            headers = dict(line.split(": ", 1) for line in info.decode("utf-8", "replace").splitlines() if ": " in line)
+                info = run_git(
+                    git,
+                    "mailinfo",
+                    "-k",
+                    str(msg),
+                    str(diff),
+                    env=ISOLATED,
+                    stdin=stream,
+                    what=path.name,
+                )
+            headers = dict(
+                line.split(": ", 1)
+                for line in info.decode("utf-8", "replace").splitlines()
+                if ": " in line
+            )
             narration = clean_message(msg.read_bytes().decode("utf-8", "replace")).strip("\n")
-            patches.append(Patch(path, headers.get("Subject", ""), narration, diff.stat().st_size > 0))
+            patches.append(
+                Patch(path, headers.get("Subject", ""), narration, diff.stat().st_size > 0)
+            )
     return patches
 
 
 def structure_problems(steps: list[tuple[str, str, bool]]) -> list[str]:
-    """(where, subject, changes something) for each step, in order -> what stops the series from being built:
-    subjects not numbered 1..N, steps without a diff. Only the first numbering slip is reported: after a gap
-    every later number is off too."""
+    """(where, subject, changes something) for each step, in order -> what stops the series from
+    being built: subjects not numbered 1..N, steps without a diff. Only the first numbering slip is
+    reported: after a gap every later number is off too."""
     problems = []
     for n, (where, subject, _) in enumerate(steps, 1):
         number, _title = parse_subject(subject)
         if number != n:
-            problems.append(f"{where}: subject {subject!r} should start with 'Step {n:02d}: ' (numbered 1..N, no gaps)")
+            problems.append(
+                f"{where}: subject {subject!r} should start with 'Step {n:02d}: ' "
+                "(numbered 1..N, no gaps)"
+            )
             break
-    problems += [f"{where}: changes nothing (every step needs a diff)" for where, _, changes in steps if not changes]
+    problems += [
+        f"{where}: changes nothing (every step needs a diff)"
+        for where, _, changes in steps
+        if not changes
+    ]
     return problems
 
 
@@ -130,21 +161,28 @@ def _commit(git: Git, tree: str, parent: str | None, message: str, number: int) 
     with tempfile.TemporaryFile() as stream:
         stream.write(clean_message(message).encode())
         stream.seek(0)
-        out = run_git(git, "commit-tree", tree, *(["-p", parent] if parent else []), env=env, stdin=stream)
+        out = run_git(
+            git, "commit-tree", tree, *(["-p", parent] if parent else []), env=env, stdin=stream
+        )
     return out.decode().strip()
 
 
 def step_tags(repo: Repo) -> list[tuple[str, str]]:
     """(tag, commit id) for every step-NN tag, in step order."""
-    out = run_git(repo.git, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/tags/step-*")
+    out = run_git(
+        repo.git, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/tags/step-*"
+    )
     pairs = [tuple(line.split(" ")) for line in out.decode().splitlines()]
     return sorted(pairs, key=lambda pair: int(pair[0].removeprefix("step-")))
 
 
 def _set_refs(repo: Repo, tip: str, tags: list[tuple[str, str]]) -> None:
-    """Point main at tip and step-NN at the steps, dropping step tags past the end, in one transaction."""
+    """In one transaction: main at tip, step-NN at each step, step tags past the end dropped."""
     stale = {tag for tag, _ in step_tags(repo)} - {tag for tag, _ in tags}
-    commands = [f"update refs/heads/main {tip}", *(f"update refs/tags/{tag} {sha}" for tag, sha in tags)]
+    commands = [
+        f"update refs/heads/main {tip}",
+        *(f"update refs/tags/{tag} {sha}" for tag, sha in tags),
+    ]
     commands += [f"delete refs/tags/{tag}" for tag in sorted(stale)]
     with tempfile.TemporaryFile() as stream:
         stream.write(("\n".join(commands) + "\n").encode())
@@ -158,7 +196,7 @@ def _write_stamp(repo: Repo, steps_dir: Path, tip: str) -> None:
 
 
 def _read_stamp(into: Path) -> dict | None:
-    """What the last build wrote in `into`, or None when it has no stamp (it was not made by build)."""
+    """What the last build wrote in `into`; None when it has no stamp (build did not make it)."""
     path = into / ".git" / STAMP
     if not path.is_file():
         return None
@@ -166,10 +204,12 @@ def _read_stamp(into: Path) -> dict | None:
         stamp = json.loads(path.read_bytes())
     except ValueError:  # not JSON, or not even UTF-8
         stamp = None
-    if not (isinstance(stamp, dict) and all(isinstance(stamp.get(key), str) for key in ("steps", "tip"))):
+    if not (
+        isinstance(stamp, dict) and all(isinstance(stamp.get(key), str) for key in ("steps", "tip"))
+    ):
         raise WalkthroughError(
-            f"{path} is not a build stamp we can read; {into} is left as it is: export it if it holds edits, "
-            "then remove it and build again"
+            f"{path} is not a build stamp we can read; {into} is left as it is: "
+            "export it if it holds edits, then remove it and build again"
         )
     return stamp
 
@@ -181,12 +221,22 @@ def _fresh_build(patches: list[Patch], steps_dir: Path, into: Path) -> list[tupl
     into.mkdir(parents=True)
     run_git(Git(str(into)), "init", "-q", "-b", "main", env=ISOLATED)
     repo = Repo(into)
-    # authors edit narration in this repository; Markdown headings start with '#', git's comment character
+    # authors edit narration in this repository, and a Markdown heading starts with '#': to git, a
+    # comment, which it would drop
     run_git(repo.git, "config", "commit.cleanup", "whitespace")
-    parent = _commit(repo.git, run_git(repo.git, "write-tree").decode().strip(), None, ROOT_MESSAGE, 0)
+    parent = _commit(
+        repo.git, run_git(repo.git, "write-tree").decode().strip(), None, ROOT_MESSAGE, 0
+    )
     tags = [("step-00", parent)]
     for n, patch in enumerate(patches, 1):
-        run_git(repo.git, "apply", "--cached", str(patch.path), env=ISOLATED, what=f"{patch.path.name} does not apply")
+        run_git(
+            repo.git,
+            "apply",
+            "--cached",
+            str(patch.path),
+            env=ISOLATED,
+            what=f"{patch.path.name} does not apply",
+        )
         tree = run_git(repo.git, "write-tree").decode().strip()
         parent = _commit(repo.git, tree, parent, patch.message, n)
         tags.append((f"step-{n:02d}", parent))
@@ -198,8 +248,9 @@ def _fresh_build(patches: list[Patch], steps_dir: Path, into: Path) -> list[tupl
 
 @contextlib.contextmanager
 def one_at_a_time(folder: Path):
-    """Hold an exclusive flock on the folder itself while the block runs: a second build or export of the same steps/
-    waits for the first (then finds the history up to date), instead of both writing it."""
+    """Hold an exclusive flock on the folder itself while the block runs: a second build or export
+    of the same steps/ waits for the first (then finds the history up to date), instead of both
+    writing it."""
     fd = os.open(folder, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -209,8 +260,8 @@ def one_at_a_time(folder: Path):
 
 
 def learners_work(repo: Repo) -> list[str]:
-    """What a rebuild would destroy in a history: branches besides main, tags besides step-NN, a stash, uncommitted
-    or untracked files in its work tree."""
+    """What a rebuild would destroy in a history: branches besides main, tags besides step-NN, a
+    stash, uncommitted or untracked files in its work tree."""
     refs = run_git(repo.git, "for-each-ref", "--format=%(refname)").decode().split()
     work = [
         f"branch {ref.removeprefix('refs/heads/')}"
@@ -229,7 +280,7 @@ def learners_work(repo: Repo) -> list[str]:
 
 
 def build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
-    """Build steps_dir into the repository `into`; nothing to do when it was built from the same patches."""
+    """Build steps_dir into the repository `into`: nothing to do when these patches made it."""
     steps_dir, into = Path(steps_dir), Path(into)
     with one_at_a_time(patch_files(steps_dir)[0].parent):
         return _build(steps_dir, into)
@@ -237,7 +288,8 @@ def build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
 
 def _build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
     digest = series_hash(steps_dir)
-    existing = next(path for path in (into, *into.parents) if path.exists())  # `into`, or where it would go
+    # `into`, or where it would go
+    existing = next(path for path in (into, *into.parents) if path.exists())
     if not existing.is_dir():
         raise WalkthroughError(f"{existing} is a file, not a folder: build somewhere else")
     if into.exists():
@@ -245,7 +297,8 @@ def _build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
         if stamp is None:
             if any(into.iterdir()):
                 raise WalkthroughError(
-                    f"{into} exists and was not made by walkthrough build; remove it or build elsewhere"
+                    f"{into} exists and was not made by walkthrough build; "
+                    "remove it or build elsewhere"
                 )
             into.rmdir()
         else:
@@ -253,14 +306,18 @@ def _build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
             if stamp.get("format") == FORMAT and stamp.get("steps") == digest:
                 return step_tags(repo)
             if run_git(repo.git, "rev-parse", "main").decode().strip() != stamp["tip"]:
-                raise WalkthroughError(f"{into} has commits not exported to {steps_dir}: run walkthrough export first")
+                raise WalkthroughError(
+                    f"{into} has commits not exported to {steps_dir}: run walkthrough export first"
+                )
             if work := learners_work(repo):
                 raise WalkthroughError(
-                    f"{steps_dir} changed, and rebuilding {into} would destroy your work there ({', '.join(work)}): "
-                    f"keep it elsewhere (git -C {into} bundle create ../my-work.bundle --all, say), then remove it "
-                    "from the history and run this again"
+                    f"{steps_dir} changed, and rebuilding {into} would destroy your work there "
+                    f"({', '.join(work)}): keep it elsewhere "
+                    f"(git -C {into} bundle create ../my-work.bundle --all, say), "
+                    "then remove it from the history and run this again"
                 )
-    # build beside the old history and swap, so a patch that fails to apply leaves the old one in place
+    # build beside the old history and swap, so a patch that fails to apply leaves the old one
+    # in place
     into.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{into.name}-", dir=into.parent))
     try:
@@ -274,18 +331,23 @@ def _build(steps_dir: Path, into: Path) -> list[tuple[str, str]]:
 
 
 def export(source: Path, steps_dir: Path) -> list[Path]:
-    """Write the history `source` (step-00..main) into steps_dir as patches, replacing the ones there, and
-    re-point main and the step tags at the commits a fresh build of them gives."""
+    """Write the history `source` (step-00..main) into steps_dir as patches, replacing the ones
+    there, and re-point main and the step tags at the commits a fresh build of them gives."""
     repo = open_repo(source)
     commits = read_commits(repo, HISTORY_RANGE)
     if not commits:
         raise WalkthroughError(f"{source}: no steps after step-00 on main")
     if merges := [c for c in commits if len(c.parents) > 1]:
-        raise WalkthroughError(f"{source}: {merges[0].subject!r} is a merge; a series is one straight line of commits")
+        raise WalkthroughError(
+            f"{source}: {merges[0].subject!r} is a merge; a series is one straight line of commits"
+        )
     root_tree = run_git(repo.git, "rev-parse", "step-00^{tree}").decode().strip()
     trees = [root_tree, *(c.tree for c in commits)]
     if problems := structure_problems(
-        [(f"commit {c.sha[:12]}", c.subject, tree != c.tree) for c, tree in zip(commits, trees, strict=False)]
+        [
+            (f"commit {c.sha[:12]}", c.subject, tree != c.tree)
+            for c, tree in zip(commits, trees, strict=False)
+        ]
     ):
         raise WalkthroughError(f"{source}: {problems[0]}")
     parent = _commit(repo.git, root_tree, None, ROOT_MESSAGE, 0)
@@ -296,12 +358,21 @@ def export(source: Path, steps_dir: Path) -> list[Path]:
     steps_dir = Path(steps_dir)
     steps_dir.mkdir(parents=True, exist_ok=True)
     with one_at_a_time(steps_dir):
-        for stale in steps_dir.glob(".export-*"):  # a killed export's (none runs now: we hold the lock)
+        # a killed export's (none runs now: we hold the lock)
+        for stale in steps_dir.glob(".export-*"):
             shutil.rmtree(stale, ignore_errors=True)
         with tempfile.TemporaryDirectory(dir=steps_dir, prefix=".export-") as tmp:
-            # written beside the old patches first (a full disk fails here, the old ones untouched), then swapped in
-            # by renames, which need no space
-            run_git(repo.git, "format-patch", *PATCH_OPTIONS, "-o", tmp, f"{tags[0][1]}..{parent}", env=ISOLATED)
+            # written beside the old patches first (a full disk fails here, the old ones untouched),
+            # then swapped in by renames, which need no space
+            run_git(
+                repo.git,
+                "format-patch",
+                *PATCH_OPTIONS,
+                "-o",
+                tmp,
+                f"{tags[0][1]}..{parent}",
+                env=ISOLATED,
+            )
             new = sorted(Path(tmp).glob("*.patch"))
             names = {path.name for path in new}
             for old in steps_dir.glob("*.patch"):
@@ -314,8 +385,8 @@ def export(source: Path, steps_dir: Path) -> list[Path]:
 
 
 def _sections(patch: bytes) -> list[tuple[int, list[bytes]]]:
-    """A patch's mail headers, narration and diff: (the line number each starts at, its lines). Split at \\n
-    only: a carriage return is a byte to compare, not a line break."""
+    """A patch's mail headers, narration and diff: (the line number each starts at, its lines).
+    Split at \\n only: a carriage return is a byte to compare, not a line break."""
     lines = patch.split(b"\n")
     body = lines.index(b"") + 1 if b"" in lines else 0  # the blank line after the headers
     diff = next((n for n, text in enumerate(lines) if text.startswith(b"diff --git ")), len(lines))
@@ -323,8 +394,9 @@ def _sections(patch: bytes) -> list[tuple[int, list[bytes]]]:
 
 
 def _difference(ours: bytes, theirs: bytes) -> str:
-    """Where a patch first differs from what export writes, and why that can be. The narration is looked at
-    before the headers: a narration byte that is not ASCII makes export add a Content-Type header."""
+    """Where a patch first differs from what export writes, and why that can be. The narration is
+    looked at before the headers: a narration byte that is not ASCII makes export add a
+    Content-Type header."""
     sections = zip(("header", "narration", "diff"), _sections(ours), _sections(theirs))
     differing = {part: (first, a, b) for part, (first, a), (_, b) in sections if a != b}
     part = next(part for part in ("narration", "header", "diff") if part in differing)
@@ -332,23 +404,32 @@ def _difference(ours: bytes, theirs: bytes) -> str:
     n = next((n for n, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     if part == "narration":
         return (
-            f"line {first + n} (narration line {n + 1}) is not kept as written: a build drops trailing spaces, "
-            "carriage returns and extra blank lines, turns bytes that are not UTF-8 into U+FFFD, and ends the "
-            "narration at a line that starts with '---' or 'diff -'; run walkthrough build, then export"
+            f"line {first + n} (narration line {n + 1}) is not kept as written: "
+            "a build drops trailing spaces, carriage returns and extra blank lines, "
+            "turns bytes that are not UTF-8 into U+FFFD, and ends the narration at a line "
+            "that starts with '---' or 'diff -'; run walkthrough build, then export"
         )
-    return f"line {first + n} ({part}) differs from what export writes; run walkthrough build, then export"
+    return (
+        f"line {first + n} ({part}) differs from what export writes; "
+        "run walkthrough build, then export"
+    )
 
 
 def check(steps_dir: Path, project: Path, shipped: Iterable[str]) -> list[str]:
     """Everything wrong with the series, one line each; [] when it is sound.
 
-    The last step must end at the project: every file in its tree must equal the project's copy, and each name in
-    `shipped` that the project has must be in that tree. The caller knows which files the series ships (this
-    module reads any project), so a file the series has never had is caught only through that list."""
+    The last step must end at the project: every file in its tree must equal the project's copy, and
+    each name in `shipped` that the project has must be in that tree. The caller knows which files
+    the series ships (this module reads any project), so a file the series has never had is caught
+    only through that list."""
     steps_dir, project = Path(steps_dir), Path(project)
     patches = read_steps(steps_dir)
     structure = structure_problems([(p.path.name, p.subject, p.has_diff) for p in patches])
-    problems = [f"{p.path.name}: no narration (the message body is empty)" for p in patches if not p.narration]
+    problems = [
+        f"{p.path.name}: no narration (the message body is empty)"
+        for p in patches
+        if not p.narration
+    ]
     if structure:  # numbering or an empty step: there is no series to build
         return structure + problems
     with tempfile.TemporaryDirectory() as tmp:
@@ -359,9 +440,8 @@ def check(steps_dir: Path, project: Path, shipped: Iterable[str]) -> list[str]:
         problems += _final_problems(open_repo(Path(tmp, "history")), project, shipped)
         written = export(Path(tmp, "history"), Path(tmp, "steps"))
         if [p.name for p in written] != [p.path.name for p in patches]:
-            problems.append(
-                f"{steps_dir}: file names differ from what export writes: {', '.join(p.name for p in written)}"
-            )
+            names = ", ".join(p.name for p in written)
+            problems.append(f"{steps_dir}: file names differ from what export writes: {names}")
         else:
             for patch, new in zip(patches, written, strict=True):
                 ours, theirs = patch.path.read_bytes(), new.read_bytes()
@@ -381,7 +461,9 @@ def _final_problems(repo: Repo, project: Path, shipped: Iterable[str]) -> list[s
         elif run_git(repo.git, "cat-file", "blob", f"main:{name}") != theirs:
             problems.append(f"{shown(name)}: the final step's copy differs from the project's")
     missing = [name for name in shipped if name not in names and (project / name).is_file()]
-    return problems + [f"{name}: in the project but missing from the final step" for name in missing]
+    return problems + [
+        f"{name}: in the project but missing from the final step" for name in missing
+    ]
 
 
 def _read(path: Path) -> bytes | None:

@@ -1,8 +1,9 @@
-"""The diff pane's rows: a step's files (unified or side by side) or one whole file, cut off at MAX_ROWS.
+"""The diff pane's rows: a step's files (unified or side by side) or one whole file, up to MAX_ROWS.
 
-Plain data, no Textual: the widget colours and draws the rows, the app uses `line_rows` to scroll to a search
-match. A code row points at its line's place in a column of source text (a file's old side, its new side, or both
-for a unified diff) because syntax colours are worked out a column at a time, as the text they belong to.
+Plain data, no Textual: the widget colours and draws the rows, the app uses `line_rows` to scroll to
+a search match. A code row points at its line's place in a column of source text (a file's old side,
+its new side, or both for a unified diff) because syntax colours are worked out a column at a time,
+as the text they belong to.
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ MAX_ROWS = 5_000  # the rest of a huge diff is for `git show`: the note at the e
 SIDES = {"old": " -", "new": " +", "both": " +-"}  # the kinds of line each column of a file holds
 # control characters would move the terminal's cursor: show their Unicode pictures instead
 PRINTABLE = str.maketrans(
-    {**{c: 0x2400 + c for c in range(32)}, 127: 0x2421, 0x85: 0xFFFD, 0x2028: 0xFFFD, 0x2029: 0xFFFD}
+    {
+        **{c: 0x2400 + c for c in range(32)},
+        127: 0x2421,
+        0x85: 0xFFFD,
+        0x2028: 0xFFFD,
+        0x2029: 0xFFFD,
+    }
 )
 STATUS_MARK = {"added": "A", "deleted": "D", "modified": "M", "renamed": "R", "copied": "C"}
 
 
-class Cell(NamedTuple):  # a tuple, as Row: a 2,000-line diff makes thousands of them on each step switch
+# a tuple, as Row: a 2,000-line diff makes thousands of them on each step switch
+class Cell(NamedTuple):
     line: Line
-    file: FileDiff | None  # the file whose column holds the line; None in a whole-file layout (one column: text)
+    # the file whose column holds the line; None in a whole-file layout (one column: text)
+    file: FileDiff | None
     side: str  # "old", "new" or "both"
     index: int  # the line's place in that column
 
@@ -45,13 +54,15 @@ class Layout:
     file_rows: list[int] = field(default_factory=list)  # the header row of each file
     path: str = ""  # a whole file: its path, and its lines as shown
     text: list[str] = field(default_factory=list)
-    notes: dict[int, Line] = field(default_factory=dict)  # row -> the "\\ No newline" line that note row shows
+    # row -> the "\\ No newline" line that note row shows
+    notes: dict[int, Line] = field(default_factory=dict)
     _line_rows: dict[int, int] | None = field(default=None, init=False, repr=False)
 
     @property
     def line_rows(self) -> dict[int, int]:
-        """id(Line) -> its row, to scroll to a search match: worked out when a search first asks, not on every step
-        switch (a 2,000-line diff's dictionary is a good part of laying it out)."""
+        """id(Line) -> its row, to scroll to a search match: worked out when a search first asks,
+        not on every step switch (for a 2,000-line diff, the dictionary is a good part of the
+        layout's time)."""
         if self._line_rows is None:
             rows: dict[int, int] = {}
             for number, row in enumerate(self.rows):
@@ -67,19 +78,23 @@ class Layout:
 def columns(file: FileDiff) -> dict[str, list[str]]:
     """The text of each column of a file, in the order its cells count them."""
     lines = [line for hunk in file.hunks for line in hunk.lines]
-    return {side: [line.text for line in lines if line.kind in kinds] for side, kinds in SIDES.items()}
+    return {
+        side: [line.text for line in lines if line.kind in kinds] for side, kinds in SIDES.items()
+    }
 
 
 def diff_layout(files: list[FileDiff], split: bool, rev: str, git: str = "git") -> Layout:
-    """A step's diff: a header row per file, then its hunks, unified or side by side. `rev` (the step's commit, as
-    git takes it) goes into the command the cut-off note gives, which starts with `git` (`git -C <history>`, so that
-    it works wherever the learner stands)."""
+    """A step's diff: a header row per file, then its hunks, unified or side by side. `rev` (the
+    step's commit, as git takes it) goes into the command the cut-off note gives, which starts with
+    `git` (`git -C <history>`, so that it works wherever the learner stands)."""
     layout = Layout([], split)
     rows = layout.rows
     total = 0
     for file in files:
         layout.file_rows.append(len(rows))
-        rows.append(Row("file", f"{STATUS_MARK[file.status]} {file.label}   +{file.added} −{file.removed}"))
+        rows.append(
+            Row("file", f"{STATUS_MARK[file.status]} {file.label}   +{file.added} −{file.removed}")
+        )
         if file.binary:
             rows.append(Row("note", "binary file: not shown"))
         elif not file.hunks:
@@ -89,7 +104,9 @@ def diff_layout(files: list[FileDiff], split: bool, rev: str, git: str = "git") 
             total += len(hunk.lines)
             if len(rows) >= MAX_ROWS:
                 continue
-            rows.append(Row("hunk", f"@@ -{hunk.old_start} +{hunk.new_start} @@ {hunk.header}".rstrip()))
+            rows.append(
+                Row("hunk", f"@@ -{hunk.old_start} +{hunk.new_start} @@ {hunk.header}".rstrip())
+            )
             if split:
                 _split_rows(layout, file, side_by_side(hunk)[: MAX_ROWS - len(rows)], at)
             else:
@@ -97,15 +114,23 @@ def diff_layout(files: list[FileDiff], split: bool, rev: str, git: str = "git") 
     if len(rows) >= MAX_ROWS:
         drawn = sum(row.kind == "code" for row in rows)
         whole = f"{git} show {shlex.quote(rev)}"
-        rows.append(Row("note", f"… the diff is {total:,} lines; showing the first {drawn:,}. See it all: {whole}"))
+        rows.append(
+            Row(
+                "note",
+                f"… the diff is {total:,} lines; showing the first {drawn:,}. See it all: {whole}",
+            )
+        )
     if not files:
         rows.append(Row("note", "this step changes no files"))
-    layout.last_number = max((_last_number(hunk) for file in files for hunk in file.hunks), default=0)
+    layout.last_number = max(
+        (_last_number(hunk) for file in files for hunk in file.hunks), default=0
+    )
     return layout
 
 
-# A 2,000-line diff is laid out on every step switch onto it: the rows are made in plain loops, with the tuples'
-# fields in order (no generators, no keywords), and each cell's column index counted as it goes.
+# A 2,000-line diff is laid out on every step switch onto it: the rows are made in plain loops, with
+# the tuples' fields in order (no generators, no keywords), and each cell's column index counted as
+# it goes.
 
 
 def _unified_rows(layout: Layout, file: FileDiff, lines: list[Line], at: dict[str, int]) -> None:
@@ -120,8 +145,10 @@ def _unified_rows(layout: Layout, file: FileDiff, lines: list[Line], at: dict[st
     at["both"] = index
 
 
-def _split_rows(layout: Layout, file: FileDiff, pairs: list[tuple[Line | None, Line | None]], at: dict[str, int]):
-    """Side by side: a context line is the same Line on both sides, and has a place in both columns."""
+def _split_rows(
+    layout: Layout, file: FileDiff, pairs: list[tuple[Line | None, Line | None]], at: dict[str, int]
+):
+    """Side by side: a context line is the same Line on both sides, with a place in both columns."""
     rows, old, new = layout.rows, at["old"], at["new"]
     for a, b in pairs:
         if a is not None and a.kind == "\\":
@@ -138,7 +165,7 @@ def _split_rows(layout: Layout, file: FileDiff, pairs: list[tuple[Line | None, L
 
 
 def _last_number(hunk: Hunk) -> int:
-    """The largest line number in a hunk: numbers only grow down a hunk, so its last old and last new line."""
+    """A hunk's largest line number: numbers only grow down a hunk, so its last old or new one."""
     old = new = 0
     for line in reversed(hunk.lines):
         old, new = old or line.old or 0, new or line.new or 0
@@ -148,8 +175,8 @@ def _last_number(hunk: Hunk) -> int:
 
 
 def file_layout(path: str, data: bytes | None, ref: str, rev: str, git: str = "git") -> Layout:
-    """The whole file as it is after the step named `ref` on screen and `rev` to git (`git` starts the command the
-    cut-off note gives)."""
+    """The whole file as it is after the step named `ref` on screen and `rev` to git (`git` starts
+    the command the cut-off note gives)."""
     layout = Layout([Row("file", f"{shown(path)} at {ref}")], numbers=1, file_rows=[0], path=path)
     rows = layout.rows
     if data is None:
@@ -160,11 +187,17 @@ def file_layout(path: str, data: bytes | None, ref: str, rev: str, git: str = "g
         text = data.decode("utf-8", errors="replace").splitlines()
         layout.text = text[:MAX_ROWS]
         rows += [
-            Row("code", left=Cell(Line(" ", None, n, t), None, "both", n - 1)) for n, t in enumerate(layout.text, 1)
+            Row("code", left=Cell(Line(" ", None, n, t), None, "both", n - 1))
+            for n, t in enumerate(layout.text, 1)
         ]
         if len(text) > MAX_ROWS:
             whole = f"{git} show {shlex.quote(f'{rev}:{shown(path)}')}"
-            rows.append(Row("note", f"… {len(text):,} lines; showing the first {MAX_ROWS:,}. See it all: {whole}"))
+            rows.append(
+                Row(
+                    "note",
+                    f"… {len(text):,} lines; showing the first {MAX_ROWS:,}. See it all: {whole}",
+                )
+            )
     layout.last_number = len(rows)
     return layout
 

@@ -1,14 +1,16 @@
-"""Run a step's Try-it where you read it: in a git worktree of that step, one argument list at a time, the output
-streamed line by line, the whole process group stopped on request.
+"""Run a step's Try-it where you read it: in a git worktree of that step, one argument list at a
+time, the output streamed line by line, the whole process group stopped on request.
 
-Plain Python and asyncio, no Textual. A Try-it line goes through `narration.split`: `a && b` is two argument
-lists, run one after the other until one fails; a leading `VAR=value` sets that variable; a line that needs a shell
-(a pipe, a redirect, `$`, `;`) is never run, and says so. Nothing here ever hands a string to a shell.
+Plain Python and asyncio, no Textual. A Try-it line goes through `narration.split`: `a && b` is two
+argument lists, run one after the other until one fails; a leading `VAR=value` sets that variable; a
+line that needs a shell (a pipe, a redirect, `$`, `;`) is never run, and says so. Nothing here ever
+hands a string to a shell.
 
-The worktrees live in the repository's git dir, `GIT_DIR/walkthrough-runs/<tag>`, made on a step's first run and
-reused after, put back to the step's files before each run (what a run wrote is removed, so a Try-it that trains
-into log/cpu finds it empty again); `rm -rf history/.git/walkthrough-runs` removes them all (the reader prunes git's
-record of a removed one before it adds it again, and a rebuilt history/ starts without any).
+The worktrees live in the repository's git dir, `GIT_DIR/walkthrough-runs/<tag>`, made on a step's
+first run and reused after, put back to the step's files before each run (what a run wrote is
+removed, so a Try-it that trains into log/cpu finds it empty again);
+`rm -rf history/.git/walkthrough-runs` removes them all (the reader prunes git's record of a removed
+one before it adds it again, and a rebuilt history/ starts without any).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from .stand_ins import make_stand_ins
 
 RUNS = "walkthrough-runs"  # in the git dir: one worktree per step that was run
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL when a run is stopped
-# what every Try-it runs with, here and in the test suite's check of it: one thread (the narrations' figures are what
-# one thread computes; more can change a loss's last digits) and no warnings (a library's warning on stderr would land
-# between the lines a step promises)
+# what every Try-it runs with, here and in the test suite's check of it: one thread (the narrations'
+# figures are what one thread computes; more can change a loss's last digits) and no warnings (a
+# library's warning on stderr would land between the lines a step promises)
 TRY_IT_ENV = {"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
@@ -48,8 +50,8 @@ class Planned:
 
 
 def plan(narration: str, stand_ins: bool = False) -> list[Planned]:
-    """The Try-it of a narration as what `r` runs, line by line, with its stand-ins swapped in if asked (what the
-    checks run offline); [] when there is no Try-it block."""
+    """The Try-it of a narration as what `r` runs, line by line, with its stand-ins swapped in if
+    asked (what the checks run offline); [] when there is no Try-it block."""
     planned = []
     for line in read(narration).checked_commands() if stand_ins else try_it(narration):
         try:
@@ -60,7 +62,7 @@ def plan(narration: str, stand_ins: bool = False) -> list[Planned]:
 
 
 def argv_here(argv: list[str]) -> list[str]:
-    """`python` and `torchrun` as the interpreter the reader runs in (the user's venv, activated or not)."""
+    """`python` and `torchrun` as the reader's interpreter (the user's venv, activated or not)."""
     if argv[0] in ("python", "python3"):
         return [sys.executable, *argv[1:]]
     if argv[0] == "torchrun":
@@ -69,31 +71,34 @@ def argv_here(argv: list[str]) -> list[str]:
 
 
 def env_here(command_env: dict[str, str]) -> dict[str, str]:
-    """A Try-it command's environment: the user's, one thread, no warnings, and the folder of the interpreter the reader
-    runs in first on PATH, so that a `python` another program starts (`torchrun --no-python python ...`) is that
-    interpreter too, like the commands' own (argv_here)."""
+    """A Try-it command's environment: the user's, one thread, no warnings, and the folder of the
+    interpreter the reader runs in first on PATH, so that a `python` another program starts
+    (`torchrun --no-python python ...`) is that interpreter too, like the commands' own
+    (argv_here)."""
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
     return {**os.environ, **TRY_IT_ENV, "PATH": path, **command_env}
 
 
 def shown_command(command: Command) -> str:
-    """The argument list as a learner would type it into a shell, with its variables in front: `python` as the
-    Try-it writes it, not the path of the interpreter that runs it (argv_here), which is the `python` first on the
-    command's PATH anyway (env_here)."""
+    """The argument list as a learner would type it into a shell, with its variables in front:
+    `python` as the Try-it writes it, not the path of the interpreter that runs it (argv_here),
+    which is the `python` first on the command's PATH anyway (env_here)."""
     env = [f"{name}={typed(value)}" for name, value in command.env.items()]
     return " ".join([*env, *map(typed, command.argv)])
 
 
 def typed(word: str) -> str:
-    """One word as a person quotes it: bare where a shell leaves it alone, in single quotes, or in double quotes
-    where it holds a single quote and nothing a shell reads inside double quotes (shlex would write '"'"')."""
+    """One word as a person quotes it: bare where a shell leaves it alone, in single quotes, or in
+    double quotes where it holds a single quote and nothing a shell reads inside double quotes
+    (shlex would write '"'"')."""
     if "'" in word and not re.search(r'["$`\\!]', word):
         return f'"{word}"'
     return shlex.quote(word)
 
 
 def offline() -> bool:
-    """Whether the Hugging Face Hub is out of reach: its offline switch is on, or it does not answer in 3 s."""
+    """Whether the Hugging Face Hub is out of reach: its offline switch is on, or it does not answer
+    in 3 s."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         return True
     try:
@@ -104,8 +109,9 @@ def offline() -> bool:
 
 
 def with_stand_ins(narration: str, folder: Path, runs: Path) -> str:
-    """When the step's Try-it needs the network (a **Stand-in** line) and the machine is offline: its stand-ins made
-    in `runs` (once) and linked into the checkout `folder`, and the line that says so; else ""."""
+    """When the step's Try-it needs the network (a **Stand-in** line) and the machine is offline:
+    its stand-ins made in `runs` (once) and linked into the checkout `folder`, and the line that
+    says so; else ""."""
     try:
         if not read(narration).swaps or not offline():
             return ""
@@ -122,8 +128,9 @@ def runs_folder(series: Series) -> Path:
 
 
 def worktree(series: Series, index: int, root: Path | None = None) -> tuple[Path, bool]:
-    """(a clean checkout of step `index`, whether it was made just now): a git worktree at the step's commit, made on
-    first use under `root` (default: runs_folder); afterwards the same one, put back to the step's files."""
+    """(a clean checkout of step `index`, whether it was made just now): a git worktree at the
+    step's commit, made on first use under `root` (default: runs_folder); afterwards the same one,
+    put back to the step's files."""
     step = series.steps[index]
     name = step.ref if SAFE_NAME.fullmatch(step.ref) else step.commit.sha[:12]
     folder = (root or runs_folder(series)) / name
@@ -131,7 +138,8 @@ def worktree(series: Series, index: int, root: Path | None = None) -> tuple[Path
         git = series.repo.git
         where = f"could not put {folder} back to {step.ref}"
         run_git(git, "-C", str(folder), "reset", "--quiet", "--hard", step.commit.sha, what=where)
-        run_git(git, "-C", str(folder), "clean", "--quiet", "-d", "--force", "-x", what=where)  # a last run's output
+        # and without what the last run wrote
+        run_git(git, "-C", str(folder), "clean", "--quiet", "-d", "--force", "-x", what=where)
         return folder, False
     folder.parent.mkdir(parents=True, exist_ok=True)
     git = series.repo.git
@@ -150,7 +158,8 @@ def worktree(series: Series, index: int, root: Path | None = None) -> tuple[Path
 
 
 def verdict(narration: str, output: str, status: int) -> str:
-    """What the run's output says against the narration's What-you-should-see, in a few words; '' with no promise."""
+    """In a few words, what the run's output says against the narration's What-you-should-see;
+    '' when the narration promises nothing."""
     try:
         promise = read(narration)
     except NarrationError:
@@ -158,7 +167,11 @@ def verdict(narration: str, output: str, status: int) -> str:
     if status != promise.exit_status:
         return ""
     problem = mismatch(promise, output)
-    return "matches What you should see" if problem is None else f"differs from What you should see: {problem}"
+    return (
+        "matches What you should see"
+        if problem is None
+        else f"differs from What you should see: {problem}"
+    )
 
 
 @dataclass
@@ -186,10 +199,17 @@ class Record:
 
 
 class Run:
-    """Runs the planned lines in `cwd`, calling `on_line` with each line of output (and the runner's own notes, which
-    start with '$ ' or '· '). `stop()` ends it: SIGTERM to the whole process group, SIGKILL after GRACE."""
+    """Runs the planned lines in `cwd`, calling `on_line` with each line of output (and the runner's
+    own notes, which start with '$ ' or '· '). `stop()` ends it: SIGTERM to the whole process group,
+    SIGKILL after GRACE."""
 
-    def __init__(self, planned: list[Planned], cwd: Path, on_line: Callable[[str], None], clock=time.monotonic):
+    def __init__(
+        self,
+        planned: list[Planned],
+        cwd: Path,
+        on_line: Callable[[str], None],
+        clock=time.monotonic,
+    ):
         self.planned = planned
         self.cwd = cwd
         self.on_line = on_line
@@ -226,7 +246,8 @@ class Run:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # its own process group, so a stop reaches every process it starts
+                # its own process group, so a stop reaches every process it starts
+                start_new_session=True,
             )
         except OSError as error:
             self.on_line(f"· could not start {command.argv[0]!r}: {error.strerror or error}")
@@ -234,7 +255,8 @@ class Run:
         self._process = process
         reading = asyncio.ensure_future(self._read(process.stdout))
         status = await process.wait()
-        _kill_group(process.pid, signal.SIGKILL)  # whatever it left running (it would hold the pipe open)
+        # whatever it left running (it would hold the pipe open)
+        _kill_group(process.pid, signal.SIGKILL)
         await reading
         self._process = None
         return status
@@ -252,7 +274,8 @@ class Run:
             self._emit(pending)
 
     def _emit(self, line: str) -> None:
-        line = line.rstrip("\r").rsplit("\r", 1)[-1]  # a progress bar redrawn with \r: its last state
+        # a progress bar redrawn with \r: its last state
+        line = line.rstrip("\r").rsplit("\r", 1)[-1]
         if self.first_output is None:
             self.first_output = self.clock() - self._started
         self.output.append(line)
@@ -264,7 +287,8 @@ class Run:
         if process is None or process.returncode is not None:
             return
         _kill_group(process.pid, signal.SIGTERM)
-        # still there after GRACE: SIGKILL (only while the leader lives; once it exits, _one kills what is left)
+        # still there after GRACE: SIGKILL (only while the leader lives; once it exits, _one kills
+        # what is left)
         asyncio.get_running_loop().call_later(
             GRACE, lambda: process.returncode is None and _kill_group(process.pid, signal.SIGKILL)
         )

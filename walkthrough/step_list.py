@@ -20,11 +20,12 @@ class StepList(OptionList):
     # A new highlight repaints the two options it moves between, not the whole list (OptionList
     # repaints all of it, a good part of a step switch's frame). Where an option's lines are is
     # OptionList's to work out: it hands them to scroll_to_region when it brings the highlighted
-    # option into view, and the list keeps them (with the width and padding they hold for) to repaint
-    # that option when the highlight leaves it. Lines not known (the first move, a new width): the
-    # whole list, as OptionList does.
+    # option into view, and the list keeps them (with the width and padding they hold for) to
+    # repaint that option when the highlight leaves it. Lines not known (the first move, a new
+    # width): the whole list, as OptionList does.
     highlighted: reactive[int | None] = reactive(None, repaint=False)
-    _highlight_lines: tuple[tuple, Region] | None = None  # (geometry, the highlighted option's lines)
+    # (geometry, the highlighted option's lines)
+    _highlight_lines: tuple[tuple, Region] | None = None
     _moving = False  # inside watch_highlighted
 
     def watch_highlighted(self, old: int | None, new: int | None) -> None:
