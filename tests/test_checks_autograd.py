@@ -117,16 +117,15 @@ DWEIGHT_EINSUM = (
     "dweight = dout2.T @ x2",
     'dweight = torch.einsum("...o,...i->oi", dout, x)',
 )
-LN_NO_MEAN_TERMS = (
-    "part0/backprop.py",
-    "dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True)"
-    " - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))",
-    "dx = rstd * dxhat",
-)
+# our dx, whose lines the two scenarios below replace
+LN_DX = """    dx = rstd * (
+        dxhat - dxhat.mean(dim=-1, keepdim=True) - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True)
+    )
+"""
+LN_NO_MEAN_TERMS = ("part0/backprop.py", LN_DX, "    dx = rstd * dxhat\n")
 LN_TEXTBOOK = (  # correct, written differently: through the variance and the mean, one at a time
     "part0/backprop.py",
-    "    dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True)"
-    " - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))\n",
+    LN_DX,
     """    xmu = xhat / rstd
     dvar = (dxhat * xmu).sum(dim=-1, keepdim=True) * -0.5 * rstd**3
     dmean = -(dxhat * rstd).sum(dim=-1, keepdim=True) - 2 * dvar * xmu.mean(dim=-1, keepdim=True)

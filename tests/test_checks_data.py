@@ -104,11 +104,8 @@ def test_data_errors_fail_when_main_lets_the_user_error_out(series_history, tmp_
     assert done.stderr.strip().splitlines()[-1] in result.message
 
 
-VAL_LOSS = """@torch.no_grad()
-def val_loss(model, loader, steps, device, autocast):
-    \"\"\"Mean loss over the first `steps` batches of the validation split \
-(the same batches every time).\"\"\"
-    model.eval()
+# val_loss's body, after its docstring: the scenarios below replace it
+VAL_LOSS = """    model.eval()
     loader.reset()
     loss = torch.zeros((), device=device)
     for _ in range(steps):
@@ -119,9 +116,12 @@ def val_loss(model, loader, steps, device, autocast):
     model.train()
     return loss
 """
-
-VAL_LOSS_OTHERWISE = """def val_loss(model, loader, steps, device, autocast):
-    was_training = model.training
+# without @torch.no_grad(): VAL_LOSS_OTHERWISE turns gradients off itself
+UNDECORATED = (
+    "@torch.no_grad()\ndef val_loss(model, loader, steps, device, autocast):\n",
+    "def val_loss(model, loader, steps, device, autocast):\n",
+)
+VAL_LOSS_OTHERWISE = """    was_training = model.training
     model.train(False)
     fresh = DataLoaderLite(loader.shards, loader.B, loader.T, loader.rank, loader.world_size)
     losses = []
@@ -136,26 +136,29 @@ VAL_LOSS_OTHERWISE = """def val_loss(model, loader, steps, device, autocast):
 
 
 @pytest.mark.parametrize(
-    "new, words",
+    "edits, words",
     [
         # a fresh loader instead of reset(), inference_mode, one mean at the end
-        (VAL_LOSS_OTHERWISE, None),
+        ([UNDECORATED, (VAL_LOSS, VAL_LOSS_OTHERWISE)], None),
         (
-            VAL_LOSS.replace("    loader.reset()\n", ""),
+            [(VAL_LOSS, VAL_LOSS.replace("    loader.reset()\n", ""))],
             "evaluation 2, batch 0: expected the validation split's",
         ),
         (  # the last batch's loss printed, not the mean
-            VAL_LOSS.replace(
-                "loss += batch_loss.detach().float() / steps", "loss = batch_loss.detach().float()"
-            ),
+            [
+                (
+                    "loss += batch_loss.detach().float() / steps",
+                    "loss = batch_loss.detach().float()",
+                )
+            ],
             "evaluation 1: the printed validation loss (the mean of its 2 batches' losses): "
             "expected 1",
         ),
     ],
     ids=["written-otherwise", "no-reset", "last-batch"],
 )
-def test_validation(series_history, tmp_path, new, words):
-    tree = edited(series_history, "validation", tmp_path / "tree", (VAL_LOSS, new))
+def test_validation(series_history, tmp_path, edits, words):
+    tree = edited(series_history, "validation", tmp_path / "tree", *edits)
     result = verdict(tree, "validation")
     if words is None:
         assert result.ok, result.message

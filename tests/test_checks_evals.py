@@ -115,12 +115,12 @@ def preset_mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result
         "results",
         tmp_path_factory.mktemp("tree"),
         # validation twice in 20 steps, not every 5
-        ("        val_every=5,\n", "        val_every=10,\n"),
+        ("val_every=5,", "val_every=10,"),
         # samples 4 times, not once at the end
-        ("        sample_every=20,\n", "        sample_every=5,\n"),
+        ("sample_every=20,", "sample_every=5,"),
         # 4 checkpoints of a demo
-        ("        checkpoint_every=0,\n", "        checkpoint_every=5,\n"),
-        ('        log_dir="log/cpu",\n', ""),  # the demo's log in the real run's folder
+        ("checkpoint_every=0,", "checkpoint_every=5,"),
+        (', log_dir="log/cpu"', ""),  # the demo's log in the real run's folder
     )
     return {
         result.slug: result

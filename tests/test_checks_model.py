@@ -50,7 +50,10 @@ LECTURE_MASK_EARLY = (
         self.register_buffer("bias", mask.view(1, 1, config.block_size, config.block_size))
 """,
 )
-LECTURE_MASK = (", config.block_size), persistent=False)", ", config.block_size))")
+LECTURE_MASK = (
+    "mask.view(1, 1, config.block_size, config.block_size), persistent=False",
+    "mask.view(1, 1, config.block_size, config.block_size)",
+)
 TIED_EARLY = (
     "        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)\n",
     """        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)

@@ -54,7 +54,7 @@ def test_lr_schedule_fails_when_the_cpu_preset_keeps_its_fixed_lr(series_history
         series_history,
         "lr-schedule",
         tmp_path / "tree",
-        ("        max_lr=3e-3,\n", "        lr=3e-3,\n"),
+        ("max_lr=3e-3", "lr=3e-3"),
     )
     result = verdict(tree, "lr-schedule")
     assert not result.ok

@@ -75,8 +75,8 @@ def mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
         "vocab",
         tmp_path_factory.mktemp("preset-block"),
         (
-            "GPTConfig(vocab_size=args.vocab_size, n_layer=",
-            "GPTConfig(block_size=args.seq_len, vocab_size=args.vocab_size, n_layer=",
+            "vocab_size=args.vocab_size, n_layer=args.n_layer",
+            "block_size=args.seq_len, vocab_size=args.vocab_size, n_layer=args.n_layer",
         ),
     )
     found["preset-block"] = results(tree, ["preset"])["preset"]
@@ -99,7 +99,7 @@ def mistakes(series_history, tmp_path_factory) -> dict[str, checks.Result]:
     # the tie is gone
     edit(
         tree,
-        ("GPTConfig(vocab_size=args.vocab_size, n_layer=", "GPTConfig(n_layer="),
+        ("vocab_size=args.vocab_size, n_layer=args.n_layer", "n_layer=args.n_layer"),
         (
             "    optimizer = torch.optim.AdamW(",
             "    if not args.pretrained:\n"
