@@ -13,6 +13,8 @@ TINY = (
     "--n-layer 2 --n-head 2 --n-embd 32 -B 2 -T 32 --total-batch 64 --device cpu "
     "--val-every 0 --hellaswag-every 0 --sample-every 0"
 ).split()
+# torchrun with two processes on this machine (the program and its flags follow)
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
 def run_python(*args, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:

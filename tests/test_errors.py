@@ -22,7 +22,7 @@ import fineweb
 import helpers
 import train_gpt2
 from fixtures import failing_compilers
-from helpers import ROOT
+from helpers import ROOT, TORCHRUN
 from longrun import common, run_folder
 
 TINY = ["--data", "input.txt", *helpers.TINY]
@@ -634,8 +634,7 @@ def test_every_rank_reports_a_mistake_itself(tmp_path):
     log_dir.mkdir()
     (log_dir / "log.txt").write_text("0 train 1.0\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "train_gpt2.py", *TINY, "--total-batch", "128", "--log-dir", log_dir],
+        [*TORCHRUN, "train_gpt2.py", *TINY, "--total-batch", "128", "--log-dir", log_dir],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode != 0

@@ -6,7 +6,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,10 +13,9 @@ import pytest
 import torch
 
 import train_gpt2
+from helpers import TORCHRUN
 from longrun.common import UserError
 from test_train import ENV, ROOT, TINY
-
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
 def failing_rank_script(tmp_path, error, rank=1):

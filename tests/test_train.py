@@ -448,11 +448,7 @@ def test_ddp_two_ranks_equal_one_process(tmp_path):
     assert single.returncode == 0, single.stderr
     ddp = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
+            *helpers.TORCHRUN,
             "train_gpt2.py",
             *common,
             "--log-dir",
@@ -653,14 +649,7 @@ def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
         *TINY,
         *"-B 2 -T 32 --total-batch 128 --max-steps 12 --device cpu".split(),
     ]
-    torchrun = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        "train_gpt2.py",
-    ]
+    torchrun = [*helpers.TORCHRUN, "train_gpt2.py"]
     straight = subprocess.run(
         [*torchrun, *common, "--log-dir", str(tmp_path / "straight")],
         cwd=ROOT,
@@ -705,11 +694,7 @@ def test_sigterm_to_the_workers_stops_before_the_next_evaluation(tmp_path):
     argv += [*"--val-every 1 --val-steps 8 --sample-every 1 --log-dir".split(), str(tmp_path)]
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
+            *helpers.TORCHRUN,
             "train_gpt2.py",
             *argv,
         ],
