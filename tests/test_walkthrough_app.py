@@ -1201,26 +1201,32 @@ NARRATIONS = [
 ]
 
 
-def narration_blocks(app: WalkthroughApp) -> list[tuple[str, str, str | None]]:
-    """The narration as shown: each block's kind, text (a code block's code, as its label shows it)
-    and source."""
+def shown_as(document) -> list[tuple[str, str, str | None]]:
+    """What a Markdown document shows: each widget in it (its blocks and what they hold: a code
+    block's label, a list's bullets), its kind, text and source. Public Textual API only."""
+    from textual.content import Content
     from textual.widgets import Label
     from textual.widgets.markdown import MarkdownFence
 
-    blocks = []
-    for block in app.query_one(Narration).document.children:
-        if isinstance(block, MarkdownFence):
-            assert str(block.query_one(Label).render()) == block.code
-            text = block.code
-        else:
-            text = block._content.plain
-        blocks.append((type(block).__name__, text, block.source))
-    return blocks
+    def text(widget) -> str:
+        shown = widget.render()
+        return str(shown) if isinstance(shown, (str, Content)) else type(shown).__name__
+
+    for fence in document.query(MarkdownFence):
+        assert text(fence.query_one(Label)) == fence.code
+    return [
+        (type(widget).__name__, text(widget), getattr(widget, "source", None))
+        for widget in document.walk_children()
+    ]
 
 
-def test_the_narration_is_one_document_refilled_with_each_steps_text(tmp_path_factory, tmp_path):
-    """A step switch refills the narration's blocks in place instead of mounting a document per
-    step: each step must show its own narration, never a block left from the step before."""
+def test_each_step_shows_its_own_narration_made_ready_or_refilled(tmp_path_factory, tmp_path):
+    """A step switch onto a step next to the one read shows the document made for it meanwhile;
+    onto a far step, the document shown takes the new text. Either way each step must show its own
+    narration as a new document would, in one document shown, never a block left from another
+    step, and no more documents kept than the step shown and its neighbours."""
+    from textual.widgets import Markdown
+
     history = built_history(
         tmp_path_factory,
         "narrations",
@@ -1230,23 +1236,31 @@ def test_the_narration_is_one_document_refilled_with_each_steps_text(tmp_path_fa
 
     async def keys(pilot):
         narration = app.query_one(Narration)
-        document = narration.document
+        made_ready = 0
         for key in (
             ["n"] * 5 + ["p"] * 5 + ["G", "g", "colon", "4", "enter", "colon", "2", "enter", "n"]
         ):
+            hidden = set(narration.query_children(Markdown))
+            hidden.discard(narration.document)
             await pilot.press(key)
+            await pilot.pause()  # the neighbours made ready after the frame
             if key in ("colon", "2", "4"):
                 continue
             text = NARRATIONS[app.reader.nav.index].strip()
             if not text:
                 assert narration.region.width == 0  # collapsed; what it holds is not shown
                 continue
-            assert narration.document is document and document.source == text
-            fresh = document._build_from_source(text)  # what a new document would show
-            assert narration_blocks(app) == [
-                (type(block).__name__, getattr(block, "code", block._content.plain), block.source)
-                for block in fresh
-            ]
+            document = narration.document
+            made_ready += document in hidden
+            documents = list(narration.query_children(Markdown))
+            assert [shown for shown in documents if shown.display] == [document]
+            assert len(documents) <= 3 and document.source == text
+            fresh = Markdown(text)  # what a new document would show
+            fresh.display = False
+            await app.screen.mount(fresh)
+            assert shown_as(document) == shown_as(fresh)
+            await fresh.remove()
+        assert made_ready >= 5  # most steps by n and p
 
     drive(app, keys, SIZE)
 

@@ -1,9 +1,15 @@
 """The reader's widgets one at a time, each in an app of its own: what the screen hands them, what
 they show, and which messages they keep to themselves."""
 
+import ast
 import asyncio
+import functools
+import importlib
+import inspect
+import textwrap
 from pathlib import Path
 
+import textual
 from textual.app import App
 from textual.widgets import Input, OptionList, RichLog, Static
 
@@ -192,3 +198,159 @@ def test_every_key_names_an_action_of_the_screen_or_the_app():
         name = key.action.split("(")[0]
         owner = WalkthroughApp if name.startswith("app.") else ReaderScreen
         assert callable(getattr(owner, "action_" + name.removeprefix("app."), None)), key
+
+
+def test_the_narration_shows_the_document_made_ready_or_refills_the_one_shown():
+    from textual.widgets import Markdown
+
+    narration = Narration()
+
+    async def steps(pilot):
+        await narration.show(-1, "")  # a first step with nothing to say shows no document
+        await narration.prepare({0: "Step one."})
+        await narration.show(0, "Step one.")
+        first = narration.document
+        assert first.display and first.source == "Step one."
+        await narration.prepare({1: "## Step two\n\nIts text.", 2: "  "})  # 2 has nothing to say
+        [ready] = [shown for shown in narration.query_children(Markdown) if not shown.display]
+        await narration.show(1, "## Step two\n\nIts text.")
+        assert narration.document is ready and ready.display and not first.display
+        await narration.prepare({0: "Step one."})  # the one made before for step 0 is kept
+        assert list(narration.query_children(Markdown)) == [first, ready]
+        await narration.show(7, "Far away.")  # nothing made ready: the shown one takes the text
+        assert narration.document is ready and ready.source == "Far away."
+        await narration.prepare({})
+        assert list(narration.query_children(Markdown)) == [ready]
+
+    drive(narration, steps)
+
+
+# ---- Textual's public API only: no name of Textual's that starts with one underscore
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _textual(cls: type) -> bool:
+    return cls.__module__.split(".")[0] == "textual"
+
+
+def _defines(tree: ast.AST) -> set[str]:
+    """The private names `tree` (a module or a class) gives its namespace, and those its methods set
+    on self or cls."""
+    names = set()
+    for item in getattr(tree, "body", []):
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(item.name)
+        elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+            targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+            names.update(target.id for target in targets if isinstance(target, ast.Name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                names.add(node.attr)
+    return set(filter(_private, names))
+
+
+@functools.cache
+def _textual_class_names(cls: type) -> frozenset[str]:
+    """The private names one of Textual's classes defines, from its source."""
+    source = textwrap.dedent(inspect.getsource(cls))
+    return frozenset(_defines(ast.parse(source)) | set(filter(_private, vars(cls))))
+
+
+@functools.cache
+def _textual_names() -> frozenset[str]:
+    """Every private name any of Textual's classes or modules defines, as installed."""
+    names = set()
+    for path in Path(textual.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names |= _defines(tree)
+        names.update(*(_defines(node) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)))
+    return frozenset(names)
+
+
+def _module_defines(path: Path) -> set[str]:
+    """The private names a module of the project's defines: its own, and its classes'."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    return _defines(tree).union(*map(_defines, classes))
+
+
+def _private_textual_names(path: Path) -> list[str]:
+    """Where the module at `path` uses a private name of Textual's: imports one (or from a private
+    module); in a class of its own that derives from Textual's, defines or uses on self, cls or
+    super() a private name one of its Textual bases has; or uses on anything else (an attribute, or
+    a constant name given to getattr and the like) a private name one of Textual's classes has,
+    which no module of the project's, this one or one it imports, defines for itself."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    has_classes = any(isinstance(node, ast.ClassDef) for node in ast.walk(tree))
+    module = importlib.import_module(f"walkthrough.{path.stem}") if has_classes else None
+    own = _module_defines(path)
+    for node in ast.walk(tree):  # and the project's modules this one imports
+        if isinstance(node, ast.ImportFrom) and (
+            node.level or node.module.startswith("walkthrough")
+        ):
+            names = [alias.name for alias in node.names]
+            for name in names if node.module in (None, "walkthrough") else [node.module]:
+                imported = path.with_name(f"{name.split('.')[-1]}.py")
+                if imported.exists() and imported != path:
+                    own |= _module_defines(imported)
+    found = []
+
+    def visit(node: ast.AST, owner: object, inherited: frozenset[str]) -> None:
+        where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.ClassDef):
+            owner = getattr(owner, node.name, None)
+            bases = getattr(owner, "__mro__", ())
+            inherited = frozenset().union(*(_textual_class_names(b) for b in bases if _textual(b)))
+            defined = _defines(ast.Module(body=node.body, type_ignores=[])) & inherited
+            found.extend(f"{where} {node.name} defines Textual's {name}" for name in defined)
+        elif isinstance(node, ast.Import):
+            found.extend(
+                f"{where} import {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("textual.") and any(map(_private, alias.name.split(".")))
+            )
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            parts = node.module.split(".")
+            names = [alias.name for alias in node.names]
+            if parts[0] == "textual" and any(map(_private, parts + names)):
+                found.append(f"{where} from {node.module} import {', '.join(names)}")
+        else:
+            used = None
+            if isinstance(node, ast.Attribute):
+                used, on = node.attr, node.value
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("getattr", "setattr", "hasattr", "delattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+            ):
+                used, on = node.args[1].value, node.args[0]
+            if isinstance(used, str) and _private(used):
+                on_self = getattr(on, "id", None) in ("self", "cls") or (
+                    isinstance(on, ast.Call) and getattr(on.func, "id", None) == "super"
+                )
+                if used in inherited if on_self else used in _textual_names() and used not in own:
+                    found.append(f"{where} .{used}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, owner, inherited)
+
+    visit(tree, module, frozenset())
+    return found
+
+
+def test_the_walkthrough_uses_no_private_textual_name():
+    """Textual's public API only: a private name of Textual's may change in any release (the
+    pyproject.toml pins no upper bound). The project's own private names are its own: an attribute
+    on a Textual widget counts only where the widget's Textual bases have it (set on self it would
+    overwrite theirs), and on any other object only where one of Textual's classes has it and the
+    module, or a project module it imports, does not define it."""
+    found = [
+        use
+        for path in sorted(Path(walkthrough.__file__).parent.glob("*.py"))
+        for use in _private_textual_names(path)
+    ]
+    assert not found, "\n".join(found)

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown
-from textual.widgets.markdown import MarkdownBlock, MarkdownFence
-
-# Markdown's own block classes, by the names its public table gives them: a heading of any level, a
-# paragraph
-HEADINGS = tuple(Markdown.BLOCKS[f"h{level}"] for level in range(1, 7))
-PARAGRAPH = Markdown.BLOCKS["paragraph_open"]
 
 
 class Narration(VerticalScroll):
-    """The narration of the step shown: one Markdown document, refilled in place from step to step
-    (see NarrationDocument), so a step switch mounts nothing but the blocks whose kind changed."""
+    """The narration of the step shown: a Markdown document per step. Mounting a document's blocks
+    (a widget each) is most of a step switch's cost, so the documents of the steps next to the one
+    shown are made while it is read (see prepare), hidden, and a step switch onto one of them only
+    shows it and hides the other. A step nothing made ready (a far jump) has the document shown take
+    its text with Markdown.update. Textual's public API only: a test holds walkthrough/ to that."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._key: object = None  # what the document shows
+        self._key: object = None  # the step shown
+        self._documents: dict[object, Markdown] = {}  # by step: the one shown, those made ready
+        self._changing = asyncio.Lock()  # show and prepare, one at a time
 
     @property
-    def document(self) -> NarrationDocument | None:
-        return next(iter(self.query_children(NarrationDocument)), None)
+    def document(self) -> Markdown | None:
+        """The document shown (the last one shown while the pane steps aside)."""
+        return self._documents.get(self._key)
 
     async def show(self, key: object, markdown: str) -> None:
         """The narration of `key`'s step. A commit with only a subject says no more than the
@@ -34,13 +36,36 @@ class Narration(VerticalScroll):
         self.set_class(not markdown, "-empty")
         if not markdown:
             return
-        document = self.document
-        if document is None:
-            await self.mount(NarrationDocument(markdown, parser_factory=_markdown_parser))
-        elif key != self._key:
-            await document.refill(markdown)
-        self._key = key
+        async with self._changing:
+            shown = self.document
+            document = self._documents.get(key)
+            if document is None and shown is not None:  # none made ready: the shown one changes
+                document = self._documents[key] = self._documents.pop(self._key)
+            if document is None:
+                document = self._documents[key] = _document(markdown)
+                await self.mount(document)
+            elif document.source != markdown:
+                await document.update(markdown)
+            if shown is not document:
+                if shown is not None:
+                    shown.display = False
+                document.display = True
+            self._key = key
         self.scroll_home(animate=False)
+
+    async def prepare(self, steps: Mapping[object, str]) -> None:
+        """Make the documents of `steps` (each step's narration by its key), hidden, while the step
+        shown is read; those made before for other steps go."""
+        async with self._changing:
+            for key in [key for key in self._documents if key != self._key and key not in steps]:
+                await self._documents.pop(key).remove()
+            for key, markdown in steps.items():
+                markdown = markdown.strip()
+                if markdown and key not in self._documents:
+                    document = _document(markdown)
+                    document.display = False
+                    await self.mount(document)  # and its blocks: Markdown mounts them on mount
+                    self._documents[key] = document
 
     def scroll_to_text(self, text: str) -> None:
         """Bring the first block of the document that holds `text` to the top."""
@@ -53,49 +78,11 @@ class Narration(VerticalScroll):
                 return
 
 
-class NarrationDocument(Markdown):
-    """A Markdown document that takes new text without being made again: a new document (or
-    Markdown.update) mounts a widget per block, and mounting is most of a step switch's cost. Here
-    each block keeps its widget where the new text has a block of the same kind in the same place (a
-    paragraph, a code block, the same heading), which takes the new content the way Markdown.append
-    refills its last block; from the first block that differs on, the old blocks go and the new ones
-    are mounted. Refilling a block uses Markdown's own block methods, which are not Textual's public
-    API: tests/test_walkthrough_app.py holds each refill to what a new document shows, so a Textual
-    that changes them fails there, not in front of a reader."""
-
-    async def refill(self, markdown: str) -> None:
-        async with self.lock:  # as Markdown.update: one change at a time
-            blocks = self._build_from_source(markdown)
-            shown = [child for child in self.children if isinstance(child, MarkdownBlock)]
-            self._markdown = markdown  # the source that the blocks' source ranges index
-            self._table_of_contents = None
-            kept = 0
-            for old, new in zip(shown, blocks, strict=False):
-                if not _refillable(old, new):
-                    break
-                old.source_range = new.source_range
-                if isinstance(old, HEADINGS):  # the same text: only its place in the source moves
-                    old._copy_context(new)
-                else:
-                    await old._update_from_block(new)
-                kept += 1
-            if shown[kept:]:
-                await self.remove_children(shown[kept:])
-            if blocks[kept:]:
-                await self.mount_all(blocks[kept:])
+def _document(markdown: str) -> Markdown:
+    return Markdown(markdown, parser_factory=_markdown_parser)
 
 
 @lru_cache(maxsize=1)
 def _markdown_parser() -> MarkdownIt:
     """Markdown's own parser, made once: making one is a good part of parsing a short narration."""
     return MarkdownIt("gfm-like")
-
-
-def _refillable(old: MarkdownBlock, new: MarkdownBlock) -> bool:
-    """Whether `old` can show `new` as it is: a block without blocks inside it, of the same kind,
-    and a heading only with the same text (its id, which links go to, is made from the text)."""
-    if type(old) is not type(new) or new._blocks:
-        return False
-    if isinstance(old, HEADINGS):
-        return old._content.plain == new._content.plain
-    return isinstance(old, (PARAGRAPH, MarkdownFence))

@@ -109,10 +109,14 @@ class ReaderScreen(Screen):
             self._show_change(line)
 
     async def _prepare_neighbours(self) -> None:
-        """Make the next and previous steps' diffs ready while this one is read, so n and p are
-        instant: read on the loader's threads, then their first screenful coloured."""
-        for files in await self.files.ready(self.nav.neighbours()):
+        """Make the next and previous steps ready while this one is read, so n and p are instant:
+        their diffs read on the loader's threads, then their first screenful coloured; their
+        narrations' documents made, hidden."""
+        neighbours = self.nav.neighbours()
+        for files in await self.files.ready(neighbours):
             self.query_one(DiffView).prepare(files)
+        steps = self.series.steps
+        await self.query_one(Narration).prepare({i: steps[i].narration for i in neighbours})
 
     def _show_change(self, line: Line | None = None) -> None:
         """Hand the change pane what it shows: the step's run, or Navigation's layout scrolled to
