@@ -462,7 +462,8 @@ def train(args):
     )
 
     # ---- the data, and the folder this run writes (a fresh run never writes over another)
-    min_tokens, seed = B * T * world_size + 1, args.seed if args.shuffle else None
+    min_tokens = B * T * world_size + 1  # one batch for every rank
+    seed = args.seed if args.shuffle else None
     train_loader = DataLoaderLite(
         load_split(args.data, "train", min_tokens), B, T, rank, world_size, seed
     )
@@ -517,8 +518,7 @@ def train(args):
     for step in range(start_step, args.max_steps + 1):
         last_step = step == args.max_steps
 
-        # ---- evaluation: validation loss and HellaSwag with the compiled model; samples with the
-        # plain one
+        # ---- evaluation: val loss and HellaSwag on the compiled model, samples on the plain one
         if due(args.val_every, step):
             loss = val_loss(eval_model, val_loader, args.val_steps, device, autocast)
             loss = all_reduce_sum([loss.item()], device, ddp)[0] / world_size

@@ -12,7 +12,7 @@ class Shard:
 
     def __init__(self, tokens, rng=None):
         self.tokens = tokens  # uint16, usually a read-only memory map of a .npy file
-        # a bad id would fail deep inside the embedding
+        # an id past <|endoftext|> is no GPT-2 token: the shard is damaged
         if len(tokens) and (largest := int(tokens.max())) > EOT:
             where = getattr(tokens, "filename", None) or "a shard"
             raise UserError(
@@ -52,7 +52,7 @@ class ShuffledShards:
 
     def __init__(self, shards, seed=None):
         self.shards, self.seed = shards, seed
-        self._cache = {}  # (epoch, shard) -> Shard: the one being read, and the next
+        self._cache = {}  # (epoch, shard) -> Shard: the last two read, for batches across both
 
     def order(self, epoch):
         if self.seed is None:
