@@ -164,6 +164,17 @@ corpus_rows = None  # each worker's handle on the corpus, set once by init_worke
 folder_lock = None  # the lock on --out that the parent holds while it runs (see prepare)
 
 
+def drop_folder_lock():
+    """In a forked child, at once: a worker shares the parent's lock (the lock belongs to the open
+    file, which fork copies), and a parent killed with -9 would leave the folder locked until its
+    last worker exits. At fork, not in init_worker: a busy machine can be slow to run a worker."""
+    if folder_lock is not None:
+        folder_lock.close()
+
+
+os.register_at_fork(after_in_child=drop_folder_lock)
+
+
 def init_worker(corpus):
     global corpus_rows
     corpus_rows = corpus
@@ -173,11 +184,6 @@ def init_worker(corpus):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=exit_with_parent, daemon=True).start()
-    if folder_lock is not None:
-        # a forked worker shares the parent's lock (the lock belongs to the open file, which fork
-        # copies): let go of it, or a parent killed with -9 would leave the folder locked until its
-        # last worker exits
-        folder_lock.close()
 
 
 def exit_with_parent():
