@@ -343,9 +343,8 @@ def write_shards(args, corpus, manifest):
     """Tokenize the corpus from where the manifest's last shard ended; return how many documents
     were read."""
     done = manifest["shards"]
-    document, skip = (
-        (done[-1]["resume_at"]["document"], done[-1]["resume_at"]["token"]) if done else (0, 0)
-    )
+    resume = done[-1]["resume_at"] if done else {"document": 0, "token": 0}
+    document, skip = resume["document"], resume["token"]
     written = sum(shard["tokens"] for shard in done)
     end = (len(corpus), 0)  # where reading stops
     with (
@@ -471,8 +470,8 @@ def main(argv=None):
             lambda: verify(args.out) if args.verify else prepare(args),
             "a smaller --shard-size",
         )
-    # the with-blocks on the way out finished the shard being saved and stopped the workers
     except KeyboardInterrupt:
+        # the with-blocks on the way out finished the shard being saved and stopped the workers
         print(f"interrupted: {resume}", file=sys.stderr)
         return 130
     except BrokenProcessPool:

@@ -56,14 +56,12 @@ def run_cli(prog, run, too_big="a smaller model, -B or -T", interrupted=None):
             why = f"cannot download GPT-2's tokenizer ({TIKTOKEN_HOST}): offline, "
             why += "set TIKTOKEN_CACHE_DIR"
         print(f"{prog}: error: {where}{why}", file=sys.stderr)
-    # an allocator's refusal: the flags ask for more than the machine has
     except (MemoryError, RuntimeError) as e:
+        # an allocator's refusal: the flags ask for more than the machine has
         # torch.compile's toolchain
         if any(name in str(e) for name in ("InvalidCxxCompiler", "CppCompileError")):
-            first, fix = (
-                str(e).splitlines()[0],
-                "install a C++ compiler and Python's headers, or pass --no-compile",
-            )
+            first = str(e).splitlines()[0]
+            fix = "install a C++ compiler and Python's headers, or pass --no-compile"
             print(
                 f"{prog}: error: torch.compile could not build its code ({first}): {fix}",
                 file=sys.stderr,

@@ -67,8 +67,8 @@ def fetch_checked(f):
                     size += len(chunk)
                     digest.update(chunk)
                     bar.update(len(chunk))
-    # said here, in the network's words: past this function it would read as a disk's
     except NETWORK_ERRORS as e:
+        # said here, in the network's words: past this function it would read as a disk's
         raise UserError(f"could not download {VAL_URL}: {getattr(e, 'reason', e)}") from None
     if (size, digest.hexdigest()) != (VAL_BYTES, VAL_SHA256):
         raise UserError(

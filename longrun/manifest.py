@@ -53,8 +53,8 @@ def read_manifest(out):
 def shard_problems(path, expected):
     try:
         tokens = np.load(path, mmap_mode="r")
-    # a damaged header makes numpy raise ValueError, SyntaxError, tokenize.TokenError, ...
     except Exception as e:
+        # a damaged header makes numpy raise ValueError, SyntaxError, tokenize.TokenError, ...
         return [f"unreadable ({(str(e).splitlines() or [type(e).__name__])[0]})"]
     problems = []
     if tokens.dtype != np.uint16 or tokens.ndim != 1:
@@ -91,8 +91,8 @@ def check_shard_folder(data):
     for name in sorted(listed.keys() & found):
         try:
             size = np.load(os.path.join(data, name), mmap_mode="r").size  # the header alone
-        # a damaged header (ValueError, SyntaxError, ...): the trainer's loader names it
         except Exception:
+            # a damaged header (ValueError, SyntaxError, ...): the trainer's loader names it
             continue
         if size != listed[name]:
             problems.append(f"{name} holds {size:,} tokens, not {listed[name]:,}")

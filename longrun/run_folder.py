@@ -362,8 +362,8 @@ def read_checkpoint(path):
             warnings.simplefilter("ignore")
             # loading never runs code
             checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
     except Exception as e:
+        # torch.load fails in many ways (pickle, zip, EOF) on a file that isn't a checkpoint
         reason = (str(e).splitlines() or [type(e).__name__])[0]
         # and torch's advice to unpickle it anyway is not ours
         if reason.startswith("Weights only load failed"):

@@ -32,8 +32,8 @@ def run(args):
     ).to(device)
     try:
         prompt_tokens = len(tiktoken.get_encoding("gpt2").encode(args.prompt))
-    # tiktoken refuses special tokens such as <|endoftext|> written out in the text
     except ValueError as e:
+        # tiktoken refuses special tokens such as <|endoftext|> written out in the text
         raise UserError(f"--prompt: {str(e).splitlines()[0]}") from None
     if prompt_tokens > model.config.block_size:
         raise UserError(
