@@ -192,13 +192,12 @@ class Reproduction:
             self.save(stage, record | {"done": False})
             if self.stopped and not longer:
                 return
-            why = f"did not finish (exit status {code}; its output: {self.stages / stage}.txt)"
-            why += ": put right what it says"
-            why = (
-                f"{self.log_dir} holds a longer run ({last}): pass its --max-steps"
-                if longer
-                else why
-            )
+            if longer:
+                why = f"{self.log_dir} holds a longer run ({last}): pass its --max-steps"
+            else:
+                output = self.stages / f"{stage}.txt"
+                why = f"did not finish (exit status {code}; its output: {output})"
+                why += ": put right what it says"
             raise UserError(f"stage {stage}: {why}, then run the command again")
         if stage == "train" and made != record.get("made"):
             # the command whose run wrote the final checkpoint, for the card
