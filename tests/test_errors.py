@@ -8,6 +8,7 @@ behind; nothing hangs.
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,11 +20,13 @@ import pytest
 import torch
 
 import fineweb
+import hellaswag
 import helpers
 import train_gpt2
 from fixtures import failing_compilers
 from helpers import ROOT, TORCHRUN
 from longrun import common, run_folder
+from tools import plot_log, sample
 
 TINY = ["--data", "input.txt", *helpers.TINY]
 
@@ -49,18 +52,19 @@ def one_line_error(proc, *words):
     return lines[0]
 
 
-def main_error(capsys, argv, *words):
-    """train_gpt2.main(argv) in this process: exit code 1 and one line on stderr
-    holding every word."""
+def main_error(capsys, argv, *words, main=train_gpt2.main):
+    """one_line_error for main(argv) (train_gpt2.py's, or another program's) called in this
+    process, from the project's root as `script` runs it."""
+    here = os.getcwd()
+    os.chdir(ROOT)
     try:
-        code = train_gpt2.main([str(a) for a in argv])
+        code = main([str(a) for a in argv])
     except SystemExit as e:  # argparse
         code = e.code
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 1, err
-    assert len(err) == 1, err
-    for word in words:
-        assert word in err[0], (word, err[0])
+    finally:
+        os.chdir(here)
+    out, err = capsys.readouterr()
+    return one_line_error(subprocess.CompletedProcess(argv, code, out, err), *words)
 
 
 def tmp_leftovers(folder):
@@ -153,69 +157,64 @@ def test_without_validation_the_val_split_need_not_hold_a_batch(capsys, tmp_path
     assert train_gpt2.main([str(a) for a in [*flags, "-B", "4", "--total-batch", "128"]]) == 0
 
 
-def test_shard_with_ids_beyond_the_vocabulary(tmp_path):
+def test_shard_with_ids_beyond_the_vocabulary(capsys, tmp_path):
     np.save(tmp_path / "x_val_000000.npy", np.arange(2000, dtype=np.uint16))
     np.save(tmp_path / "x_train_000001.npy", np.full(2000, 60000, dtype=np.uint16))
-    proc = script("train_gpt2.py", *TINY, "--data", tmp_path, "--log-dir", tmp_path / "log")
-    one_line_error(proc, "x_train_000001.npy", "token id 60000")
+    argv = [*TINY, "--data", tmp_path, "--log-dir", tmp_path / "log"]
+    main_error(capsys, argv, "x_train_000001.npy", "token id 60000")
 
 
-def test_npy_with_a_corrupt_header(tmp_path):
+def test_npy_with_a_corrupt_header(capsys, tmp_path):
     np.save(tmp_path / "x_val_000000.npy", np.arange(2000, dtype=np.uint16))
     shard = tmp_path / "x_train_000001.npy"
     np.save(shard, np.arange(2000, dtype=np.uint16))
     raw = bytearray(shard.read_bytes())
     raw[20] = ord("!")  # inside the header's dict
     shard.write_bytes(bytes(raw))
-    one_line_error(
-        script("train_gpt2.py", *TINY, "--data", tmp_path, "--log-dir", tmp_path / "log"),
-        "x_train_000001.npy",
+    main_error(
+        capsys, [*TINY, "--data", tmp_path, "--log-dir", tmp_path / "log"], "x_train_000001.npy"
     )
 
 
 # ---- runs: identity, resume, the lock
 
 
-def first_run(tmp_path, steps=2):
-    log_dir = tmp_path / "log"
-    proc = script("train_gpt2.py", *TINY, "--max-steps", steps, "--log-dir", log_dir)
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory):
+    """A finished run of two steps, made once: each test resumes a copy of it."""
+    log_dir = tmp_path_factory.mktemp("two_steps") / "log"
+    proc = script("train_gpt2.py", *TINY, "--max-steps", 2, "--log-dir", log_dir)
     assert proc.returncode == 0, proc.stderr
     return log_dir
 
 
-def test_resume_refuses_another_runs_log(tmp_path):
-    log_dir = first_run(tmp_path)
+def first_run(two_steps, tmp_path):
+    return shutil.copytree(two_steps, tmp_path / "log")
+
+
+def test_resume_refuses_another_runs_log(capsys, two_steps, tmp_path):
+    log_dir = first_run(two_steps, tmp_path)
     text = (log_dir / "log.txt").read_text()
     (log_dir / "log.txt").write_text(text.replace(text.split()[2], "someoneelse", 1))
-    line = one_line_error(
-        script("train_gpt2.py", *TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"),
-        "model_00002.pt",
-        "someoneelse",
-    )
+    argv = [*TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"]
+    line = main_error(capsys, argv, "model_00002.pt", "someoneelse")
     assert "is from run" in line
     assert "someoneelse" in (log_dir / "log.txt").read_text()  # nothing truncated
 
 
-def test_resume_refuses_other_sizes_and_settings(tmp_path):
-    log_dir = first_run(tmp_path)
-    one_line_error(
-        script("train_gpt2.py", *TINY, "--n-layer", 3, "--log-dir", log_dir, "--resume"),
-        "--n-layer 2 (this run: 3)",
-    )
-    one_line_error(
-        script("train_gpt2.py", *TINY, "--seed", 7, "--log-dir", log_dir, "--resume"),
-        "--seed 1337 (this run: 7)",
-    )
+def test_resume_refuses_other_sizes_and_settings(capsys, two_steps, tmp_path):
+    log_dir = first_run(two_steps, tmp_path)
+    argv = [*TINY, "--log-dir", log_dir, "--resume"]
+    main_error(capsys, [*argv, "--n-layer", 3], "--n-layer 2 (this run: 3)")
+    main_error(capsys, [*argv, "--seed", 7], "--seed 1337 (this run: 7)")
 
 
-def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path):
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(capsys, tmp_path):
     log_dir = tmp_path / "log"
     log_dir.mkdir()
     # killed mid-write, no checkpoint
     (log_dir / "log.txt").write_text("# run abc123\n0 train 10.9\n1 train 10.")
-    one_line_error(
-        script("train_gpt2.py", *TINY, "--log-dir", log_dir), "already holds a run", "--resume"
-    )
+    main_error(capsys, [*TINY, "--log-dir", log_dir], "already holds a run", "--resume")
     proc = script("train_gpt2.py", *TINY, "--max-steps", 2, "--log-dir", log_dir, "--resume")
     assert proc.returncode == 0, proc.stderr
     assert "starts again from step 0" in proc.stderr and "half-written" in proc.stderr
@@ -224,22 +223,16 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path)
     assert lines[0] == "# run abc123" and losses == [["0", "train"], ["1", "train"]]
 
 
-def test_resume_with_nothing_to_resume(tmp_path):
-    one_line_error(
-        script("train_gpt2.py", *TINY, "--log-dir", tmp_path / "log", "--resume"),
-        "no run to continue",
-    )
+def test_resume_with_nothing_to_resume(capsys, tmp_path):
+    main_error(capsys, [*TINY, "--log-dir", tmp_path / "log", "--resume"], "no run to continue")
 
 
-def test_garbage_in_the_log_names_its_line(tmp_path):
-    log_dir = first_run(tmp_path)
+def test_garbage_in_the_log_names_its_line(capsys, two_steps, tmp_path):
+    log_dir = first_run(two_steps, tmp_path)
     with open(log_dir / "log.txt", "a") as f:
         f.write("garbage here\n3 train 1.0\n")
-    one_line_error(
-        script("train_gpt2.py", *TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"),
-        "log.txt:10:",
-        "garbage here",
-    )
+    argv = [*TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"]
+    main_error(capsys, argv, "log.txt:10:", "garbage here")
 
 
 @pytest.mark.parametrize(
@@ -265,14 +258,12 @@ def test_garbage_in_the_log_names_its_line(tmp_path):
         ([1, 2, 3], ["not a train_gpt2.py checkpoint"]),
     ],
 )
-def test_crafted_checkpoints(tmp_path, state, words):
+def test_crafted_checkpoints(capsys, tmp_path, state, words):
     # its checksum right: what follows it is what is wrong
     if isinstance(state, dict) and "model" in state:
         state = state | {"sha256": run_folder.tensor_digest(state["model"], state.get("optimizer"))}
     torch.save(state, tmp_path / "model_00005.pt")
-    one_line_error(
-        script("train_gpt2.py", *TINY, "--log-dir", tmp_path, "--resume"), "model_00005.pt", *words
-    )
+    main_error(capsys, [*TINY, "--log-dir", tmp_path, "--resume"], "model_00005.pt", *words)
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(tmp_path):
@@ -533,40 +524,34 @@ def test_hellaswag_context_longer_than_the_model(tmp_path):
         hellaswag_scoring.fit([1], list(range(70)), 64)
 
 
-def test_hellaswag_on_a_corrupt_transformers_folder(tmp_path):
+def test_hellaswag_on_a_corrupt_transformers_folder(capsys, tmp_path):
     folder = tmp_path / "broken-gpt2"
     folder.mkdir()
     (folder / "config.json").write_text("{ not json")
     data = tmp_path / "h.jsonl"
     data.write_text(json.dumps({"ctx": "A", "endings": ["b", "c", "d", "e"], "label": 0}) + "\n")
-    one_line_error(
-        script("hellaswag.py", "--model", folder, "--data", data, "--device", "cpu"),
-        "hellaswag.py: error:",
-        "broken-gpt2",
-    )
+    argv = ["--model", folder, "--data", data, "--device", "cpu"]
+    main_error(capsys, argv, "hellaswag.py: error:", "broken-gpt2", main=hellaswag.main)
 
 
-def test_hellaswag_bad_device():
-    one_line_error(script("hellaswag.py", "--device", "nonsense"), "not a device")
+def test_hellaswag_bad_device(capsys):
+    main_error(capsys, ["--device", "nonsense"], "not a device", main=hellaswag.main)
 
 
-def test_plot_into_a_missing_folder(tmp_path):
+def test_plot_into_a_missing_folder(capsys, tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("0 train 10.9\n1 train 9.0\n")
-    one_line_error(
-        script("tools/plot_log.py", log, "-o", tmp_path / "no" / "such" / "x.png"),
-        "plot_log.py: error:",
-        "No such file or directory",
-    )
+    argv = [log, "-o", tmp_path / "no" / "such" / "x.png"]
+    words = ["plot_log.py: error:", "No such file or directory"]
+    main_error(capsys, argv, *words, main=plot_log.main)
 
 
-def test_plot_names_the_file_it_writes(tmp_path):
+def test_plot_names_the_file_it_writes(capsys, tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("0 train 10.9\n1 train 9.0\n")
-    proc = script("tools/plot_log.py", log, "-o", tmp_path / "curves")
-    assert proc.returncode == 0, proc.stderr
+    assert plot_log.main([str(log), "-o", str(tmp_path / "curves")]) == 0
     # what the picture shows, then where it went
-    assert proc.stdout.splitlines() == [
+    assert capsys.readouterr().out.splitlines() == [
         "train: 10.9 at step 0 -> 9 at step 1",
         f"wrote {tmp_path / 'curves.png'}",
     ]
@@ -602,7 +587,7 @@ def test_resume_on_other_data_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("config", [{"n_head": 3, "n_embd": 32}, {"n_layer": "2"}, {"n_layer": 0}])
-def test_hellaswag_checkpoint_with_an_impossible_config(tmp_path, config):
+def test_hellaswag_checkpoint_with_an_impossible_config(capsys, tmp_path, config):
     model = train_gpt2.GPT(train_gpt2.GPTConfig(block_size=64, n_layer=1, n_head=1, n_embd=16))
     path = tmp_path / "model_00001.pt"
     state = {
@@ -612,20 +597,15 @@ def test_hellaswag_checkpoint_with_an_impossible_config(tmp_path, config):
     torch.save(state | {"sha256": run_folder.tensor_digest(state["model"])}, path)
     data = tmp_path / "h.jsonl"
     data.write_text(json.dumps({"ctx": "A", "endings": ["b", "c", "d", "e"], "label": 0}) + "\n")
-    one_line_error(
-        script("hellaswag.py", "--checkpoint", path, "--data", data, "--device", "cpu"),
-        "model_00001.pt",
-    )
+    argv = ["--checkpoint", path, "--data", data, "--device", "cpu"]
+    main_error(capsys, argv, "model_00001.pt", main=hellaswag.main)
 
 
-def test_plot_in_a_format_matplotlib_cannot_write(tmp_path):
+def test_plot_in_a_format_matplotlib_cannot_write(capsys, tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("0 train 10.9\n1 train 9.0\n")
-    one_line_error(
-        script("tools/plot_log.py", log, "-o", tmp_path / "curves.txt"),
-        "cannot write",
-        "curves.txt",
-    )
+    argv = [log, "-o", tmp_path / "curves.txt"]
+    main_error(capsys, argv, "cannot write", "curves.txt", main=plot_log.main)
     assert not (tmp_path / "curves.txt").exists()
 
 
@@ -720,7 +700,7 @@ def test_a_link_in_place_of_a_shard_folders_lock_is_refused(capsys, tmp_path):
     assert theirs.read_text() == "keep me\n"
 
 
-def test_a_checkpoint_with_damaged_tensors_is_refused_wherever_it_is_read(tmp_path):
+def test_a_checkpoint_with_damaged_tensors_is_refused_wherever_it_is_read(capsys, tmp_path):
     """4 KiB of flipped bytes inside the weights: the file still loads, but its tensors no
     longer match the checksum saved with them, so resuming, sampling and scoring it are each
     refused in one line."""
@@ -734,11 +714,8 @@ def test_a_checkpoint_with_damaged_tensors_is_refused_wherever_it_is_read(tmp_pa
     data[middle : middle + 4096] = bytes(b ^ 0xFF for b in data[middle : middle + 4096])
     path.write_bytes(bytes(data))
     assert torch.load(path, weights_only=True)["model"]  # it loads: only the checksum can tell
-    one_line_error(
-        script("train_gpt2.py", *TINY, "--max-steps", "2", "--log-dir", log_dir, "--resume"),
-        "is damaged",
-    )
-    one_line_error(script("tools/sample.py", path, "--device", "cpu"), "model_00001.pt is damaged")
+    main_error(capsys, [*TINY, "--max-steps", "2", "--log-dir", log_dir, "--resume"], "is damaged")
+    main_error(capsys, [path, "--device", "cpu"], "model_00001.pt is damaged", main=sample.main)
 
 
 def test_a_log_step_in_other_digits_is_named_not_a_traceback(tmp_path):

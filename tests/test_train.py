@@ -62,6 +62,41 @@ def assert_same_run(log_dir, straight_dir):
         assert torch.equal(wa[key], wb[key]), key
 
 
+# The uninterrupted runs that stopped-and-resumed ones are compared with, each run once: one
+# process (20 steps, evaluated every 5), and two ranks under torchrun (two micro-steps a rank)
+ONE = ["--data", "input.txt", *TINY, "--max-steps", "20", "--val-every", "5"]
+TWO = ["--data", "input.txt", *TINY, "--total-batch", "256", "--max-steps", "12"]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("straight")
+    proc = run([*ONE, "--log-dir", str(log_dir)])
+    assert proc.returncode == 0, proc.stderr
+    return log_dir
+
+
+def torchrun(*args, **kwargs):
+    return subprocess.run(
+        [*helpers.TORCHRUN, "train_gpt2.py", *args],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def straight_ddp(tmp_path_factory):
+    """(its log folder, its output)"""
+    log_dir = tmp_path_factory.mktemp("straight_ddp")
+    proc = torchrun(*TWO, "--log-dir", str(log_dir))
+    assert proc.returncode == 0, proc.stderr
+    return log_dir, proc.stdout
+
+
 # ---- model
 
 
@@ -435,38 +470,19 @@ def test_cpu_preset_loss_falls(tmp_path):
     assert (tmp_path / "model_00020.pt").exists()
 
 
-def test_ddp_two_ranks_equal_one_process(tmp_path):
+def test_ddp_two_ranks_equal_one_process(tmp_path, straight_ddp):
     # two micro-steps per rank: the gradient must be synced on the last one only (the lecture's
     # placement of require_backward_grad_sync synced the first one and let the replicas drift apart)
-    common = [
-        "--data",
-        "input.txt",
-        *TINY,
-        *"-B 2 -T 32 --total-batch 256 --max-steps 6 --device cpu".split(),
-    ]
-    single = run([*common, "--log-dir", str(tmp_path / "single")])
+    single = run([*TWO, "--log-dir", str(tmp_path / "single")])
     assert single.returncode == 0, single.stderr
-    ddp = subprocess.run(
-        [
-            *helpers.TORCHRUN,
-            "train_gpt2.py",
-            *common,
-            "--log-dir",
-            str(tmp_path / "ddp"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert ddp.returncode == 0, ddp.stderr
-    assert "grad accum 4" in single.stdout and "grad accum 2" in ddp.stdout and "x2" in ddp.stdout
-    assert "replicas differ by at most 0.000e+00" in ddp.stdout
-    a, b = train_losses(tmp_path / "single"), train_losses(tmp_path / "ddp")
-    assert a.keys() == b.keys() == set(range(6))
+    ddp_dir, ddp_out = straight_ddp
+    assert "grad accum 4" in single.stdout and "grad accum 2" in ddp_out and "x2" in ddp_out
+    assert "replicas differ by at most 0.000e+00" in ddp_out
+    a, b = train_losses(tmp_path / "single"), train_losses(ddp_dir)
+    assert a.keys() == b.keys() == set(range(12))
     for step in a:
         assert a[step] == pytest.approx(b[step], abs=1e-5)
-    wa, wb = final_weights(tmp_path / "single"), final_weights(tmp_path / "ddp")
+    wa, wb = final_weights(tmp_path / "single"), final_weights(ddp_dir)
     for key in wa:
         # AdamW divides by sqrt(v): where a gradient is near zero (a rare token's row of wte),
         # summing it in another order can change that element's step by a few percent of lr (once
@@ -511,20 +527,10 @@ def test_a_diverged_step_is_never_resumed_and_a_lower_max_lr_goes_on(tmp_path):
     )
 
 
-def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
-    common = [
-        "--data",
-        "input.txt",
-        *TINY,
-        *"-B 2 -T 32 --total-batch 64 --max-steps 60 --device cpu".split(),
-    ]
-    common += ["--val-every", "20"]
-    straight = run([*common, "--log-dir", str(tmp_path / "straight")])
-    assert straight.returncode == 0, straight.stderr
-
+def test_sigterm_then_resume_equals_uninterrupted(tmp_path, straight):
     interrupted = tmp_path / "interrupted"
     proc = subprocess.Popen(
-        [sys.executable, "train_gpt2.py", *common, "--log-dir", str(interrupted)],
+        [sys.executable, "train_gpt2.py", *ONE, "--log-dir", str(interrupted)],
         cwd=ROOT,
         env=ENV,
         stdout=subprocess.PIPE,
@@ -532,7 +538,7 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
         text=True,
     )
     for line in proc.stdout:
-        if line.startswith("step    10"):
+        if line.startswith("step     3 "):
             proc.send_signal(signal.SIGTERM)
             break
     out, err = proc.communicate(timeout=120)
@@ -540,22 +546,22 @@ def test_sigterm_then_resume_equals_uninterrupted(tmp_path):
     assert "stopped at step" in out
     (checkpoint,) = interrupted.glob("model_*.pt")
     stopped_at = int(checkpoint.stem.split("_")[1])
-    assert 10 < stopped_at < 60
+    assert 3 < stopped_at < 20
 
-    resumed = run([*common, "--log-dir", str(interrupted), "--resume"])
+    resumed = run([*ONE, "--log-dir", str(interrupted), "--resume"])
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed from step {stopped_at}" in resumed.stdout
     # the same log, line for line, under its own run id (kept across the resume)
     resumed_log, straight_log = (
         (interrupted / "log.txt").read_text(),
-        (tmp_path / "straight" / "log.txt").read_text(),
+        (straight / "log.txt").read_text(),
     )
     assert timeless(resumed_log)[1:] == timeless(straight_log)[1:]
     assert (
         resumed_log.startswith("# run ")
         and resumed_log.split("\n", 1)[0] != straight_log.split("\n", 1)[0]
     )
-    assert_same_run(interrupted, tmp_path / "straight")
+    assert_same_run(interrupted, straight)
 
 
 def run_until_hang_up(argv, line):
@@ -588,20 +594,11 @@ def run_until_hang_up(argv, line):
     return proc.wait(timeout=120)
 
 
-def test_hang_up_then_resume_equals_uninterrupted(tmp_path):
-    common = [
-        "--data",
-        "input.txt",
-        *TINY,
-        *"-B 2 -T 32 --total-batch 64 --max-steps 20 --device cpu".split(),
-    ]
-    straight = run([*common, "--log-dir", str(tmp_path / "straight")])
-    assert straight.returncode == 0, straight.stderr
-
+def test_hang_up_then_resume_equals_uninterrupted(tmp_path, straight):
     hung_up = tmp_path / "hung_up"
     assert (
         run_until_hang_up(
-            [sys.executable, "train_gpt2.py", *common, "--log-dir", str(hung_up)], "step     3 "
+            [sys.executable, "train_gpt2.py", *ONE, "--log-dir", str(hung_up)], "step     3 "
         )
         == 0
     )
@@ -609,10 +606,10 @@ def test_hang_up_then_resume_equals_uninterrupted(tmp_path):
     stopped_at = int(checkpoint.stem.split("_")[1])
     assert 3 < stopped_at < 20
 
-    resumed = run([*common, "--log-dir", str(hung_up), "--resume"])
+    resumed = run([*ONE, "--log-dir", str(hung_up), "--resume"])
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed from step {stopped_at}" in resumed.stdout
-    assert_same_run(hung_up, tmp_path / "straight")
+    assert_same_run(hung_up, straight)
 
 
 def test_a_write_the_hung_up_terminal_refuses_before_its_sighup_stops_the_run_as_the_sighup_would(
@@ -640,45 +637,23 @@ def test_a_write_the_hung_up_terminal_refuses_before_its_sighup_stops_the_run_as
     assert 3 < int(checkpoint.stem.split("_")[1]) < 20
 
 
-def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path):
+def test_hang_up_under_torchrun_then_resume_equals_uninterrupted(tmp_path, straight_ddp):
     # the hang-up reaches torchrun's agent, which owns the terminal; it forwards SIGHUP to
     # the two workers
-    common = [
-        "--data",
-        "input.txt",
-        *TINY,
-        *"-B 2 -T 32 --total-batch 128 --max-steps 12 --device cpu".split(),
-    ]
-    torchrun = [*helpers.TORCHRUN, "train_gpt2.py"]
-    straight = subprocess.run(
-        [*torchrun, *common, "--log-dir", str(tmp_path / "straight")],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert straight.returncode == 0, straight.stderr
-
     hung_up = tmp_path / "hung_up"
     # the workers stop cleanly; the agent then exits 1 with a traceback, as on SIGTERM
     # (torchrun's own doing)
-    run_until_hang_up([*torchrun, *common, "--log-dir", str(hung_up)], "step     3 ")
+    run_until_hang_up(
+        [*helpers.TORCHRUN, "train_gpt2.py", *TWO, "--log-dir", str(hung_up)], "step     3 "
+    )
     (checkpoint,) = hung_up.glob("model_*.pt")
     stopped_at = int(checkpoint.stem.split("_")[1])
     assert 3 < stopped_at < 12
 
-    resumed = subprocess.run(
-        [*torchrun, *common, "--log-dir", str(hung_up), "--resume"],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    resumed = torchrun(*TWO, "--log-dir", str(hung_up), "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed from step {stopped_at}" in resumed.stdout
-    assert_same_run(hung_up, tmp_path / "straight")
+    assert_same_run(hung_up, straight_ddp[0])
 
 
 def test_sigterm_to_the_workers_stops_before_the_next_evaluation(tmp_path):
