@@ -179,24 +179,16 @@ def test_lm_eval_agrees(checkpoint, data, model, examples):
         assert sample["acc_norm"] == float(int((lls / chars).argmax()) == example["label"])
 
 
-def test_cli_harness_scores_our_file(capsys, checkpoint, data):
-    rc, out, _ = run_main(
-        capsys,
-        "--checkpoint",
-        checkpoint,
-        "--harness",
-        "--data",
-        data,
-        "--limit",
-        4,
-        "--device",
-        "cpu",
-    )
+def test_cli_harness_scores_our_file_named_not_a_pattern(capsys, checkpoint, data, tmp_path):
+    # the file's name holds [1], beside a file that the name would match as a glob pattern
+    odd = tmp_path / "val[1].jsonl"
+    odd.write_text(Path(data).read_text())
+    (tmp_path / "val1.jsonl").write_text("what the name would match as a pattern\n")
+    flags = ["--checkpoint", checkpoint, "--data", odd, "--limit", 4, "--device", "cpu"]
+    rc, out, _ = run_main(capsys, *flags, "--harness")
     assert rc == 0
     assert "|hellaswag_file|" in out and "acc_norm" in out
-    rc, ours, _ = run_main(
-        capsys, "--checkpoint", checkpoint, "--data", data, "--limit", 4, "--device", "cpu"
-    )
+    rc, ours, _ = run_main(capsys, *flags)
     assert printed(out, "acc") == printed(ours, "acc")
 
 
@@ -387,25 +379,6 @@ def test_shape_too_small(model, examples, short):
     shape[short] -= 1  # one row, one position or one scored position fewer than the pairs need
     with pytest.raises(common.UserError, match=r"does not fit \("):
         hellaswag_scoring.continuation_losses(model, pairs, device="cpu", shape=tuple(shape))
-
-
-def test_harness_scores_the_file_named_not_a_pattern(capsys, checkpoint, data, tmp_path):
-    odd = tmp_path / "val[1].jsonl"
-    odd.write_text(Path(data).read_text())
-    (tmp_path / "val1.jsonl").write_text("what the name would match as a pattern\n")
-    rc, out, _ = run_main(
-        capsys,
-        "--checkpoint",
-        checkpoint,
-        "--harness",
-        "--data",
-        odd,
-        "--limit",
-        2,
-        "--device",
-        "cpu",
-    )
-    assert rc == 0 and "|hellaswag_file|" in out
 
 
 def test_harness_checks_the_file_first(capsys, checkpoint, tmp_path):
