@@ -188,12 +188,14 @@ def two_steps(tmp_path_factory):
     return log_dir
 
 
+@pytest.fixture
 def first_run(two_steps, tmp_path):
+    """This test's copy of the two-step run: its log folder."""
     return shutil.copytree(two_steps, tmp_path / "log")
 
 
-def test_resume_refuses_another_runs_log(capsys, two_steps, tmp_path):
-    log_dir = first_run(two_steps, tmp_path)
+def test_resume_refuses_another_runs_log(capsys, first_run):
+    log_dir = first_run
     text = (log_dir / "log.txt").read_text()
     (log_dir / "log.txt").write_text(text.replace(text.split()[2], "someoneelse", 1))
     argv = [*TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"]
@@ -202,8 +204,8 @@ def test_resume_refuses_another_runs_log(capsys, two_steps, tmp_path):
     assert "someoneelse" in (log_dir / "log.txt").read_text()  # nothing truncated
 
 
-def test_resume_refuses_other_sizes_and_settings(capsys, two_steps, tmp_path):
-    log_dir = first_run(two_steps, tmp_path)
+def test_resume_refuses_other_sizes_and_settings(capsys, first_run):
+    log_dir = first_run
     argv = [*TINY, "--log-dir", log_dir, "--resume"]
     main_error(capsys, [*argv, "--n-layer", 3], "--n-layer 2 (this run: 3)")
     main_error(capsys, [*argv, "--seed", 7], "--seed 1337 (this run: 7)")
@@ -227,8 +229,8 @@ def test_resume_with_nothing_to_resume(capsys, tmp_path):
     main_error(capsys, [*TINY, "--log-dir", tmp_path / "log", "--resume"], "no run to continue")
 
 
-def test_garbage_in_the_log_names_its_line(capsys, two_steps, tmp_path):
-    log_dir = first_run(two_steps, tmp_path)
+def test_garbage_in_the_log_names_its_line(capsys, first_run):
+    log_dir = first_run
     with open(log_dir / "log.txt", "a") as f:
         f.write("garbage here\n3 train 1.0\n")
     argv = [*TINY, "--max-steps", 4, "--log-dir", log_dir, "--resume"]

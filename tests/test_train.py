@@ -76,16 +76,9 @@ def straight(tmp_path_factory):
     return log_dir
 
 
-def torchrun(*args, **kwargs):
-    return subprocess.run(
-        [*helpers.TORCHRUN, "train_gpt2.py", *args],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        **kwargs,
-    )
+def torchrun(*args):
+    # run_python puts its interpreter first: TORCHRUN's own is left out
+    return helpers.run_python(*helpers.TORCHRUN[1:], "train_gpt2.py", *args, env=ENV)
 
 
 @pytest.fixture(scope="module")
